@@ -1,0 +1,1 @@
+"""convmem: bounded session state and a durable conversation record."""

@@ -1,0 +1,260 @@
+"""The session state: three slots, three recent questions, and nothing else.
+
+Immutable records (spec §2). Every change makes a new ``SessionState``; the policy
+is written as functions from one state to the next. ``encode_state`` /
+``decode_state`` are the one codec every store uses; the JSON carries its format
+version (``"v"``) so a value written by an older release still loads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from convmem.errors import CorruptState
+
+FocusSource = Literal["user", "tool", "confirmed"]
+Format = Literal["short", "detailed", "table"]
+FORMATS: tuple[Format, ...] = ("short", "detailed", "table")
+ClarificationOrigin = Literal["name", "tool"]
+
+#: Version of the JSON layout written by ``encode_state``.
+STATE_FORMAT_VERSION = 1
+#: A stored value larger than this is treated as corrupt (it cannot be ours).
+MAX_STATE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Focus:
+    """The entity the conversation is about, and how sure we are of it."""
+
+    type: str
+    id: str
+    label: str
+    source: FocusSource = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class FilterValue:
+    """A normalised filter value and the turn that last set or refreshed it."""
+
+    value: str
+    set_at_turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One answer to a clarifying question, with what tells it apart."""
+
+    type: str
+    id: str
+    label: str
+    attrs: Mapping[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """``Northline Foods — Toronto, acct 40112``: label plus distinguishing attrs."""
+        if not self.attrs:
+            return f"{self.label} ({self.id})" if self.label != self.id else self.label
+        details = ", ".join(_short_attr(k, v) for k, v in self.attrs.items())
+        return f"{self.label} — {details}"
+
+
+def _short_attr(key: str, value: str) -> str:
+    if key in ("city", "country", "region", "location"):
+        return value
+    if key == "account":
+        return f"acct {value}"
+    return f"{key} {value}"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingClarification:
+    """An open clarifying question: the question that caused it and its options."""
+
+    question: str
+    prompt: str
+    options: tuple[Option, ...]
+    origin: ClarificationOrigin = "name"
+    mention: str | None = None  # the ambiguous text, replaced by the chosen label
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTurn:
+    """The turn in progress, so repeated ``begin_turn`` calls are idempotent and a
+    tool-triggered clarification can return the state to where the turn started."""
+
+    question: str
+    rewritten: str
+    message_id: str | None
+    base: SessionState
+    clarified: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """Spec §2. ``version`` increases by one on every save (compare-and-set)."""
+
+    focus: Focus | None = None
+    filters: Mapping[str, FilterValue] = field(default_factory=dict)
+    format: Format | None = None
+    recent_questions: tuple[str, ...] = ()
+    turn: int = 0
+    pending: PendingClarification | None = None
+    version: int = 0
+    last_rewrite: str | None = None
+    open_turn: OpenTurn | None = None
+
+    def filter_values(self) -> dict[str, str]:
+        """``{key: normalised value}`` of the filters in effect."""
+        return {k: v.value for k, v in self.filters.items()}
+
+    def is_empty(self) -> bool:
+        return (
+            self.focus is None
+            and not self.filters
+            and self.format is None
+            and not self.recent_questions
+        )
+
+    def evolve(self, **changes: Any) -> SessionState:
+        return replace(self, **changes)
+
+
+# --------------------------------------------------------------------------- codec
+
+
+def state_to_dict(state: SessionState) -> dict[str, Any]:
+    """Plain JSON-ready form of a state (format version included)."""
+    data: dict[str, Any] = {
+        "v": STATE_FORMAT_VERSION,
+        "focus": _focus_to_dict(state.focus),
+        "filters": {
+            k: {"value": f.value, "set_at_turn": f.set_at_turn} for k, f in state.filters.items()
+        },
+        "format": state.format,
+        "recent_questions": list(state.recent_questions),
+        "turn": state.turn,
+        "pending": _pending_to_dict(state.pending),
+        "version": state.version,
+        "last_rewrite": state.last_rewrite,
+        "open_turn": None,
+    }
+    if state.open_turn is not None:
+        ot = state.open_turn
+        data["open_turn"] = {
+            "question": ot.question,
+            "rewritten": ot.rewritten,
+            "message_id": ot.message_id,
+            "clarified": ot.clarified,
+            "base": state_to_dict(ot.base.evolve(open_turn=None)),
+        }
+    return data
+
+
+def state_from_dict(data: Mapping[str, Any]) -> SessionState:
+    """Inverse of ``state_to_dict``; raises ``CorruptState`` on anything else."""
+    try:
+        version = data.get("v")
+        if version != STATE_FORMAT_VERSION:
+            raise CorruptState(f"unknown session-state format version {version!r}")
+        fmt = data.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            raise CorruptState(f"unknown format {fmt!r}")
+        open_turn = None
+        if data.get("open_turn"):
+            ot = data["open_turn"]
+            open_turn = OpenTurn(
+                question=str(ot["question"]),
+                rewritten=str(ot["rewritten"]),
+                message_id=None if ot.get("message_id") is None else str(ot["message_id"]),
+                clarified=bool(ot.get("clarified", False)),
+                base=state_from_dict(ot["base"]),
+            )
+        return SessionState(
+            focus=_focus_from_dict(data.get("focus")),
+            filters={
+                str(k): FilterValue(str(v["value"]), int(v["set_at_turn"]))
+                for k, v in dict(data.get("filters") or {}).items()
+            },
+            format=fmt,
+            recent_questions=tuple(str(q) for q in data.get("recent_questions") or ()),
+            turn=int(data.get("turn", 0)),
+            pending=_pending_from_dict(data.get("pending")),
+            version=int(data.get("version", 0)),
+            last_rewrite=None if data.get("last_rewrite") is None else str(data["last_rewrite"]),
+            open_turn=open_turn,
+        )
+    except CorruptState:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptState(f"session state does not decode: {exc!r}") from exc
+
+
+def encode_state(state: SessionState) -> bytes:
+    """Compact UTF-8 JSON, the bytes every store keeps."""
+    return json.dumps(state_to_dict(state), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_state(raw: bytes | str) -> SessionState:
+    """Decode bytes written by ``encode_state``; oversized or malformed input is corrupt."""
+    if len(raw) > MAX_STATE_BYTES:
+        raise CorruptState(f"session state is {len(raw)} bytes, over the {MAX_STATE_BYTES} limit")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptState(f"session state is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CorruptState("session state is not a JSON object")
+    return state_from_dict(data)
+
+
+def _focus_to_dict(focus: Focus | None) -> dict[str, str] | None:
+    if focus is None:
+        return None
+    return {"type": focus.type, "id": focus.id, "label": focus.label, "source": focus.source}
+
+
+def _focus_from_dict(data: Any) -> Focus | None:
+    if data is None:
+        return None
+    source = data.get("source", "user")
+    if source not in ("user", "tool", "confirmed"):
+        raise CorruptState(f"unknown focus source {source!r}")
+    return Focus(str(data["type"]), str(data["id"]), str(data["label"]), source)
+
+
+def _option_to_dict(option: Option) -> dict[str, Any]:
+    return {"type": option.type, "id": option.id, "label": option.label, "attrs": dict(option.attrs)}
+
+
+def _pending_to_dict(pending: PendingClarification | None) -> dict[str, Any] | None:
+    if pending is None:
+        return None
+    return {
+        "question": pending.question,
+        "prompt": pending.prompt,
+        "options": [_option_to_dict(o) for o in pending.options],
+        "origin": pending.origin,
+        "mention": pending.mention,
+    }
+
+
+def _pending_from_dict(data: Any) -> PendingClarification | None:
+    if data is None:
+        return None
+    origin = data.get("origin", "name")
+    if origin not in ("name", "tool"):
+        raise CorruptState(f"unknown clarification origin {origin!r}")
+    return PendingClarification(
+        question=str(data["question"]),
+        prompt=str(data["prompt"]),
+        options=tuple(
+            Option(str(o["type"]), str(o["id"]), str(o["label"]),
+                   {str(k): str(v) for k, v in dict(o.get("attrs") or {}).items()})
+            for o in data["options"]
+        ),
+        origin=origin,
+        mention=None if data.get("mention") is None else str(data["mention"]),
+    )

@@ -1,0 +1,101 @@
+"""The embedded default store: a process-local dict with TTL and compare-and-set.
+
+It stores the same encoded bytes a Redis value holds, so the codec is exercised
+exactly as in production, and runs the same conformance suite as every backend.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from convmem.errors import VersionConflict
+from convmem.state import SessionState, decode_state, encode_state
+from convmem.stores.base import StoreStats, state_key
+
+
+class InMemorySessionStateStore:
+    """Dict-backed ``SessionStateStore``; ``ttl`` seconds, refreshed by every save."""
+
+    def __init__(
+        self,
+        *,
+        ttl: float = 3600.0,
+        prefix: str = "convmem",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl <= 0:
+            raise ValueError(f"ttl must be positive, got {ttl!r}")
+        self.ttl = ttl
+        self.prefix = prefix
+        self.stats = StoreStats()
+        self._clock = clock
+        self._values: dict[str, tuple[bytes, float]] = {}
+        self._lock = threading.Lock()
+
+    def _key(self, tenant: str, thread_id: str) -> str:
+        return state_key(tenant, thread_id, self.prefix)
+
+    def _live(self, key: str) -> bytes | None:
+        entry = self._values.get(key)
+        if entry is None:
+            return None
+        raw, expires = entry
+        if self._clock() >= expires:
+            del self._values[key]
+            return None
+        return raw
+
+    def raw(self, tenant: str, thread_id: str) -> bytes | None:
+        """The stored bytes (tests and tools; not part of the protocol)."""
+        with self._lock:
+            return self._live(self._key(tenant, thread_id))
+
+    def put_raw(self, tenant: str, thread_id: str, raw: bytes) -> None:
+        """Store arbitrary bytes under a thread's key (corruption tests)."""
+        with self._lock:
+            self._values[self._key(tenant, thread_id)] = (raw, self._clock() + self.ttl)
+
+    def load(self, tenant: str, thread_id: str) -> SessionState | None:
+        with self._lock:
+            raw = self._live(self._key(tenant, thread_id))
+        return None if raw is None else decode_state(raw)
+
+    async def aload(self, tenant: str, thread_id: str) -> SessionState | None:
+        return self.load(tenant, thread_id)
+
+    def save(
+        self, tenant: str, thread_id: str, state: SessionState, *, expected_version: int
+    ) -> int:
+        key = self._key(tenant, thread_id)
+        new_version = expected_version + 1
+        payload = encode_state(state.evolve(version=new_version))
+        with self._lock:
+            raw = self._live(key)
+            current = 0 if raw is None else _stored_version(raw)
+            if current != expected_version:
+                self.stats.conflicts += 1
+                raise VersionConflict(key, expected_version, current)
+            self._values[key] = (payload, self._clock() + self.ttl)
+        return new_version
+
+    async def asave(
+        self, tenant: str, thread_id: str, state: SessionState, *, expected_version: int
+    ) -> int:
+        return self.save(tenant, thread_id, state, expected_version=expected_version)
+
+    def delete(self, tenant: str, thread_id: str) -> None:
+        with self._lock:
+            self._values.pop(self._key(tenant, thread_id), None)
+
+    async def adelete(self, tenant: str, thread_id: str) -> None:
+        self.delete(tenant, thread_id)
+
+
+def _stored_version(raw: bytes) -> int:
+    """Version of a stored value; an undecodable value counts as absent (0) so it is overwritten."""
+    try:
+        return decode_state(raw).version
+    except ValueError:
+        return 0
