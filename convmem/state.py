@@ -90,6 +90,7 @@ class OpenTurn:
     message_id: str | None
     base: SessionState
     clarified: bool = False
+    resolved_question: str = ""  # the question processed (the original one on an answer turn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +149,7 @@ def state_to_dict(state: SessionState) -> dict[str, Any]:
             "rewritten": ot.rewritten,
             "message_id": ot.message_id,
             "clarified": ot.clarified,
+            "resolved_question": ot.resolved_question,
             "base": state_to_dict(ot.base.evolve(open_turn=None)),
         }
     return data
@@ -170,6 +172,7 @@ def state_from_dict(data: Mapping[str, Any]) -> SessionState:
                 rewritten=str(ot["rewritten"]),
                 message_id=None if ot.get("message_id") is None else str(ot["message_id"]),
                 clarified=bool(ot.get("clarified", False)),
+                resolved_question=str(ot.get("resolved_question", "")),
                 base=state_from_dict(ot["base"]),
             )
         return SessionState(

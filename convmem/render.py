@@ -1,0 +1,93 @@
+"""Rendering the state as the one part of the prompt that varies per turn.
+
+The prompt-size contract every adapter relies on: cl100k_base tokens; at most
+``SLOT_BUDGET`` (60) without recent questions and at most ``BLOCK_BUDGET`` (160) for
+any state whatever its content; the empty state renders as ``""``. Every value that did
+not come from the domain file (questions, labels and ids from tools) is made *inert*:
+one line, quoted, capped, with nothing that could close the block or open a section
+or a role. The block never holds an answer, a passage or a tool result body.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from convmem.state import SessionState
+from convmem.tokens import count_tokens, truncate_tokens
+
+HEADER = "## Session context"
+SLOT_BUDGET = 60
+BLOCK_BUDGET = 160
+QUESTION_CHARS = 200
+QUESTION_TOKENS = 28
+LABEL_TOKENS = 12
+ID_TOKENS = 8
+VALUE_TOKENS = 8
+NAME_TOKENS = 6
+
+_ROLE = re.compile(
+    r"\b(system|assistant|user|human|ai|tool|function|developer)\s*:", re.IGNORECASE
+)
+_TRANSLATE = str.maketrans({
+    '"': "'", "`": "'", "<": "‹", ">": "›", "#": "＃", "|": "¦", "{": "(", "}": ")",
+    "[": "(", "]": ")", "\\": "/",
+})
+
+
+def inert(text: str, *, max_tokens: int, max_chars: int = QUESTION_CHARS) -> str:
+    """One safe line: no control characters or newlines, no markup that opens a section,
+    a fence, a role or a chat-template token, and capped in characters and tokens."""
+    cleaned = "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text
+    )
+    cleaned = " ".join(cleaned.split()).translate(_TRANSLATE)
+    cleaned = _ROLE.sub(lambda m: f"{m.group(1)} -", cleaned)
+    if len(cleaned) > max_chars:
+        cleaned = cleaned[: max_chars - 1].rstrip() + "…"
+    return truncate_tokens(cleaned, max_tokens)
+
+
+def _slot_lines(state: SessionState) -> list[str]:
+    lines: list[str] = []
+    f = state.focus
+    if f is not None:
+        lines.append(
+            f"Currently discussing: {inert(f.type, max_tokens=NAME_TOKENS)} "
+            f'"{inert(f.label, max_tokens=LABEL_TOKENS)}" ({inert(f.id, max_tokens=ID_TOKENS)})'
+        )
+    if state.filters:
+        parts = [
+            f"{inert(k, max_tokens=NAME_TOKENS)}={inert(v.value, max_tokens=VALUE_TOKENS)}"
+            for k, v in sorted(state.filters.items())
+        ]
+        lines.append("Filters in effect: " + ", ".join(parts))
+    if state.format is not None:
+        lines.append(f"Answer style requested: {state.format}")
+    return lines
+
+
+def _fit(lines: list[str], budget: int) -> list[str]:
+    """Drop trailing filters (then whole lines) until the block fits ``budget`` tokens."""
+    while lines and count_tokens("\n".join([HEADER, *lines])) > budget:
+        filt = next((i for i, ln in enumerate(lines) if ln.startswith("Filters in effect: ")), None)
+        if filt is not None and ", " in lines[filt]:
+            lines[filt] = lines[filt].rsplit(", ", 1)[0]
+        else:
+            lines.pop()
+    return lines
+
+
+def render(state: SessionState) -> str:
+    """The fenced session block (the seed's ``renderState``); ``""`` for an empty state."""
+    lines = _fit(_slot_lines(state), SLOT_BUDGET)
+    questions = [inert(q, max_tokens=QUESTION_TOKENS) for q in state.recent_questions[-3:]]
+    while questions:
+        candidate = [*lines, "Earlier in this session: " + "; ".join(f'"{q}"' for q in questions)]
+        if count_tokens("\n".join([HEADER, *candidate])) <= BLOCK_BUDGET:
+            lines = candidate
+            break
+        questions.pop(0)  # the oldest question goes first
+    if not lines:
+        return ""
+    return "\n".join([HEADER, *lines])

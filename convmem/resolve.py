@@ -1,0 +1,379 @@
+"""Resolving a question before retrieval: what it names, filters, asks for, and means.
+
+``RuleResolver`` reads the question against the domain and the current state and
+returns a ``Resolution``: entity mentions (through the catalog), explicit filter
+values and clears, a format cue, whether the question refers back (pronouns,
+one-anaphora, elliptical openers, filter- or format-only messages: spec §8–9), the
+residual text the topic detector sees (domain terms removed: §9 "content words"), and
+a rewrite that *substitutes* rather than appends ("Who's their rep?" → "Who's
+Brightwater Farms's rep?"; "And Pinecrest Clinics?" → the previous question with the
+new name and every filter in effect named). It decides nothing about the state: that
+is the policy's job (``convmem.policy``).
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Protocol, runtime_checkable
+
+from convmem.catalog import Mention
+from convmem.domain import Domain, PeriodFilter, VocabFilter
+from convmem.periods import find_periods
+from convmem.state import FORMATS, Format, SessionState
+from convmem.text import (
+    PERSONAL_PRONOUNS,
+    POSSESSIVE_PRONOUNS,
+    elliptical_opener,
+    reference_tokens,
+    stopwords,
+    tokenize,
+)
+
+#: Spec §9: request words that carry no topic in a filter- or format-only message,
+#: plus interjections and quantifiers that carry none either.
+TOPIC_FREE_WORDS = frozenset(
+    "show list put give pull switch include restrict just only instead again please similar "
+    "version answer breakdown summarize summarise everything anything ok okay fine hm hmm sure "
+    "thanks thank yes yeah right well actually also still let us let's".split()
+)
+
+_GROUPING = re.compile(r"\b(?:by|per)\s+[^\W\d_]+", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a question says, before any state is changed (spec §3 step 3)."""
+
+    question: str
+    rewritten: str
+    mentions: tuple[Mention, ...] = ()
+    filters: Mapping[str, str] = field(default_factory=dict)
+    clears: frozenset[str] = frozenset()
+    format: Format | None = None
+    refers_back: bool = False
+    cue_only: bool = False
+    residual: str = ""
+    core_rewrite: str = ""  # the rewrite without the appended filter note (kept for repeats)
+
+
+@runtime_checkable
+class Resolver(Protocol):
+    """question + state + domain + clock → ``Resolution``."""
+
+    def resolve(
+        self, question: str, state: SessionState, domain: Domain, today: date
+    ) -> Resolution: ...
+
+    async def aresolve(
+        self, question: str, state: SessionState, domain: Domain, today: date
+    ) -> Resolution: ...
+
+
+# --------------------------------------------------------------------------- phrases
+
+
+@dataclass(frozen=True, slots=True)
+class _Phrase:
+    key: str  # filter key, or format name
+    value: str | None  # normalised filter value; None for a clear phrase
+    pattern: re.Pattern[str]
+
+
+def _phrase_pattern(phrase: str) -> re.Pattern[str]:
+    body = r"\s+".join(re.escape(w) for w in phrase.split())
+    return re.compile(rf"(?<![\w-]){body}(?![\w-])", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class _DomainPhrases:
+    vocab: tuple[_Phrase, ...]
+    clears: tuple[_Phrase, ...]
+    formats: tuple[_Phrase, ...]
+    period_key: str | None
+
+
+_PHRASES: weakref.WeakKeyDictionary[Domain, _DomainPhrases] = weakref.WeakKeyDictionary()
+
+
+def _phrases(domain: Domain) -> _DomainPhrases:
+    cached = _PHRASES.get(domain)
+    if cached is not None:
+        return cached
+    vocab: list[_Phrase] = []
+    period_key: str | None = None
+    for key, spec in domain.filters.items():
+        if isinstance(spec, PeriodFilter):
+            period_key = period_key or key
+        elif isinstance(spec, VocabFilter):
+            for value, aliases in spec.values.items():
+                for alias in {value, *aliases}:
+                    vocab.append(_Phrase(key, value, _phrase_pattern(alias)))
+    clears = [
+        _Phrase(key, None, _phrase_pattern(p)) for key, ps in domain.clear_phrases.items() for p in ps
+    ]
+    formats = [
+        _Phrase(fmt, fmt, _phrase_pattern(p)) for fmt, ps in domain.formats.items() for p in ps
+    ]
+
+    def by_length(p: _Phrase) -> int:
+        return -len(p.pattern.pattern)
+
+    built = _DomainPhrases(
+        tuple(sorted(vocab, key=by_length)),
+        tuple(sorted(clears, key=by_length)),
+        tuple(sorted(formats, key=by_length)),
+        period_key,
+    )
+    _PHRASES[domain] = built
+    return built
+
+
+def _overlaps(start: int, end: int, taken: Sequence[tuple[int, int]]) -> bool:
+    return any(s < end and start < e for s, e in taken)
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+@dataclass
+class _Cues:
+    """Every domain term found in a text, with spans (mutable while scanning)."""
+
+    mentions: list[Mention]
+    taken: list[tuple[int, int]]
+    filters: dict[str, str] = field(default_factory=dict)
+    clears: set[str] = field(default_factory=set)
+    format: Format | None = None
+    filter_spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    cue_spans: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _scan(text: str, mentions: Sequence[Mention], domain: Domain, today: date) -> _Cues:
+    """Filters, clears and format cues outside entity names; the last one stated wins."""
+    ph = _phrases(domain)
+    cues = _Cues(list(mentions), [(m.start, m.end) for m in mentions])
+    events: list[tuple[int, str, str | None]] = []  # (position, key, value or None = clear)
+
+    def claim(start: int, end: int) -> bool:
+        if _overlaps(start, end, cues.taken):
+            return False
+        cues.taken.append((start, end))
+        cues.cue_spans.append((start, end))
+        return True
+
+    for phrase in ph.clears:
+        for m in phrase.pattern.finditer(text):
+            if claim(m.start(), m.end()):
+                events.append((m.start(), phrase.key, None))
+                cues.filter_spans.setdefault(phrase.key, []).append((m.start(), m.end()))
+    fmt_hits: list[tuple[int, Format]] = []
+    for phrase in ph.formats:
+        for m in phrase.pattern.finditer(text):
+            if claim(m.start(), m.end()) and phrase.value in FORMATS:
+                fmt_hits.append((m.start(), phrase.key))  # type: ignore[arg-type]
+    if ph.period_key is not None:
+        for p in find_periods(text, today):
+            if claim(p.start, p.end):
+                events.append((p.start, ph.period_key, p.value))
+                cues.filter_spans.setdefault(ph.period_key, []).append((p.start, p.end))
+    for phrase in ph.vocab:
+        for m in phrase.pattern.finditer(text):
+            if claim(m.start(), m.end()):
+                events.append((m.start(), phrase.key, phrase.value))
+                cues.filter_spans.setdefault(phrase.key, []).append((m.start(), m.end()))
+    for _pos, key, value in sorted(events, key=lambda e: e[0]):
+        if value is None:
+            cues.filters.pop(key, None)
+            cues.clears.add(key)
+        else:
+            cues.filters[key] = value
+            cues.clears.discard(key)
+    if fmt_hits:
+        cues.format = max(fmt_hits)[1]
+    return cues
+
+
+def _cue_only(text: str, cues: _Cues) -> bool:
+    """Spec §9: only stopwords and topic-free request words remain once cues are removed."""
+    if not (cues.filters or cues.clears or cues.format):
+        return False
+    taken = list(cues.taken) + [(m.start(), m.end()) for m in _GROUPING.finditer(text)]
+    stops = stopwords()
+    for tok in tokenize(text):
+        if _overlaps(tok.start, tok.end, taken):
+            continue
+        parts = [p for p in re.split(r"['’]", tok.norm) if p]
+        if not all(p in stops or p in TOPIC_FREE_WORDS for p in parts):
+            return False
+    return True
+
+
+def _residual(text: str, taken: Sequence[tuple[int, int]]) -> str:
+    out = list(text)
+    for s, e in taken:
+        for i in range(s, e):
+            out[i] = " "
+    return " ".join("".join(out).split())
+
+
+# --------------------------------------------------------------------------- rewrite
+
+
+def _possessive(label: str) -> str:
+    return f"{label}'s"
+
+
+def _substitute_pronoun(text: str, label: str, skip: Sequence[tuple[int, int]]) -> str | None:
+    """Replace the first personal pronoun outside ``skip`` by ``label`` (possessive kept)."""
+    toks = tokenize(text)
+    stops = stopwords()
+    for i, tok in enumerate(toks):
+        if tok.norm not in PERSONAL_PRONOUNS or _overlaps(tok.start, tok.end, skip):
+            continue
+        possessive = tok.norm in POSSESSIVE_PRONOUNS
+        if tok.norm == "her":
+            nxt = toks[i + 1].norm if i + 1 < len(toks) else None
+            possessive = nxt is not None and nxt not in stops
+        repl = _possessive(label) if possessive else label
+        return text[: tok.start] + repl + text[tok.end:]
+    return None
+
+
+def _filter_note(filters: Mapping[str, str], text: str) -> str:
+    missing = [f"{k} {v}" for k, v in sorted(filters.items()) if v.lower() not in text.lower()]
+    return f" ({', '.join(missing)})" if missing else ""
+
+
+def _replace_span(text: str, start: int, end: int, new: str) -> str:
+    return text[:start] + new + text[end:]
+
+
+class RuleResolver:
+    """The deterministic resolver: catalog lookups, phrase rules and a substituting rewrite."""
+
+    def resolve(
+        self, question: str, state: SessionState, domain: Domain, today: date
+    ) -> Resolution:
+        return self._build(question, state, domain, today, domain.catalog.find(question))
+
+    async def aresolve(
+        self, question: str, state: SessionState, domain: Domain, today: date
+    ) -> Resolution:
+        return self._build(question, state, domain, today, await domain.catalog.afind(question))
+
+    def _build(
+        self,
+        question: str,
+        state: SessionState,
+        domain: Domain,
+        today: date,
+        mentions: Sequence[Mention],
+    ) -> Resolution:
+        cues = _scan(question, mentions, domain, today)
+        refs = [t for t in reference_tokens(question) if not _overlaps(t.start, t.end, cues.taken)]
+        ellipsis = elliptical_opener(question)
+        cue_only = not mentions and _cue_only(question, cues)
+        refers_back = bool(refs) or ellipsis is not None or cue_only
+        in_effect = {k: v.value for k, v in state.filters.items() if k not in cues.clears}
+        in_effect.update(cues.filters)
+        core = self._rewrite(question, state, domain, today, cues, ellipsis, cue_only)
+        return Resolution(
+            question=question,
+            rewritten=core + (_filter_note(in_effect, core) if ellipsis else ""),
+            mentions=tuple(mentions),
+            filters=dict(cues.filters),
+            clears=frozenset(cues.clears),
+            format=cues.format,
+            refers_back=refers_back,
+            cue_only=cue_only,
+            residual=_residual(question, cues.taken),
+            core_rewrite=core,
+        )
+
+    def _rewrite(
+        self,
+        question: str,
+        state: SessionState,
+        domain: Domain,
+        today: date,
+        cues: _Cues,
+        ellipsis: tuple[str, str] | None,
+        cue_only: bool,
+    ) -> str:
+        focus = state.focus
+        text = question.strip()
+        repeated = None
+        if ellipsis is not None and state.last_rewrite:
+            repeated = self._repeat(state.last_rewrite, question, state, domain, today, cues)
+        if repeated is not None:
+            text = repeated
+        elif focus is not None and not cue_only:
+            named_focus = any(focus.id in {e.id for e in m.candidates} for m in cues.mentions)
+            if not named_focus:
+                text = _substitute_pronoun(text, focus.label, cues.cue_spans) or text
+        if (
+            focus is not None
+            and not cues.mentions
+            and (ellipsis is not None or cue_only or reference_tokens(question))
+            and focus.label.lower() not in text.lower()
+        ):
+            text = f"{text} (about {focus.label})"
+        return text
+
+    def _repeat(
+        self,
+        previous: str,
+        question: str,
+        state: SessionState,
+        domain: Domain,
+        today: date,
+        cues: _Cues,
+    ) -> str | None:
+        """Spec §9 elliptical repeat: the previous question with X substituted."""
+        if cues.mentions:
+            new = cues.mentions[0]
+            prev_mentions = domain.catalog.find(previous)
+            focus = state.focus
+            target = next(
+                (m for m in prev_mentions if focus is not None and focus.id in {e.id for e in m.candidates}),
+                None,
+            ) or next(
+                (m for m in prev_mentions
+                 if {e.type for e in m.candidates} & {e.type for e in new.candidates}),
+                None,
+            )
+            if target is not None:
+                return _replace_span(previous, target.start, target.end, new.text)
+            return f"{previous.rstrip()} — {new.text}"
+        changed = list(cues.filters) + sorted(cues.clears)
+        if not changed:
+            return None
+        prev_cues = _scan(previous, domain.catalog.find(previous), domain, today)
+        text = previous
+        spans: list[tuple[int, int, str]] = []
+        extra: list[str] = []
+        for key in changed:
+            new_spans = cues.filter_spans.get(key, [])
+            phrase = question[new_spans[-1][0]:new_spans[-1][1]] if new_spans else ""
+            old = prev_cues.filter_spans.get(key)
+            if old:
+                spans.append((old[-1][0], old[-1][1], phrase))
+            else:
+                extra.append(phrase)
+        for s, e, new_text in sorted(spans, reverse=True):
+            text = _replace_span(text, s, e, new_text)
+        text = " ".join(text.split()).replace(" ?", "?").replace(" .", ".")
+        extra = [x for x in extra if x]
+        if extra:
+            text = f"{text.rstrip()} ({', '.join(extra)})"
+        return text

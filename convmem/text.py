@@ -1,0 +1,177 @@
+"""Word-level text handling shared by the catalog, the resolver and the topic detector.
+
+Everything here is domain-free and deterministic: tokens with character spans (so a
+rewrite can substitute a span in the user's own text), NLTK's English stopwords
+(vendored), a light suffix stemmer (spec §9: "reboots" matches "rebooted"), and the
+reference words of spec §9 (pronouns, one-anaphora, elliptical openers).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+_WORD = re.compile(r"[^\W_]+(?:[-'’.&][^\W_]+)*|&", re.UNICODE)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """A word of the input: its normalised form and its span in the original text."""
+
+    norm: str
+    start: int
+    end: int
+
+
+def tokenize(text: str) -> list[Token]:
+    """Lower-cased word tokens with spans; possessive ``'s`` and a trailing ``'`` are dropped.
+
+    ``"Northline's"`` → ``northline``; ``"O-4478"`` stays one token; ``"Co."`` → ``co``.
+    """
+    tokens: list[Token] = []
+    for m in _WORD.finditer(text):
+        raw = m.group(0)
+        if raw.lower().endswith(("'s", "’s")) and len(raw) > 2:
+            raw = raw[:-2]
+        raw = raw.rstrip(".")
+        if raw:
+            norm = raw.lower().replace("’", "'")
+            tokens.append(Token(norm, m.start(), m.start() + len(raw)))
+    return tokens
+
+
+def words(text: str) -> list[str]:
+    """Normalised tokens without spans."""
+    return [t.norm for t in tokenize(text)]
+
+
+@cache
+def stopwords() -> frozenset[str]:
+    """NLTK's English stopword list (vendored in ``convmem/data/stopwords_en.txt``)."""
+    raw = resources.files("convmem").joinpath("data/stopwords_en.txt").read_text("utf-8")
+    return frozenset(
+        w for line in raw.splitlines() if not line.startswith("#") for w in line.split()
+    )
+
+
+def stem(word: str) -> str:
+    """Strip plural, -ed and -ing endings (spec §9); deliberately tiny and predictable."""
+    w = word.lower()
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 4 and w.endswith("ied"):
+        return w[:-3] + "y"
+    if len(w) > 4 and w.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return w[:-2]
+    if len(w) > 5 and w.endswith("ing"):
+        return _undouble(w[:-3])
+    if len(w) > 4 and w.endswith("ed"):
+        return _undouble(w[:-2])
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+def _undouble(w: str) -> str:
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
+        return w[:-1]
+    return w
+
+
+def _parts(token: str) -> list[str]:
+    # "what's" / "don't" → ["what", "s"] / ["don", "t"]: contractions are stopwords.
+    return [p for p in re.split(r"['’]", token) if p]
+
+
+def content_words(text: str, *, exclude: Iterable[tuple[int, int]] = ()) -> set[str]:
+    """Stemmed lower-case words that are not stopwords (spec §9 "content words").
+
+    ``exclude`` lists character spans (entity names, period phrases, filter values,
+    format cues) whose words are not content words.
+    """
+    spans = list(exclude)
+    out: set[str] = set()
+    stops = stopwords()
+    for tok in tokenize(text):
+        if any(s <= tok.start < e for s, e in spans):
+            continue
+        for part in _parts(tok.norm):
+            if part in stops or not any(c.isalpha() for c in part):
+                continue
+            out.add(stem(part))
+    return out
+
+
+def overlap(question: str, recent: Sequence[str], *, exclude: Iterable[tuple[int, int]] = ()) -> float:
+    """|Q ∩ R| / |Q| over content words (spec §9); 0 when Q has no content words."""
+    q = content_words(question, exclude=exclude)
+    if not q:
+        return 0.0
+    r: set[str] = set()
+    for text in recent:
+        r |= content_words(text)
+    return len(q & r) / len(q)
+
+
+# --------------------------------------------------------------------------- references
+
+#: Spec §9: third-person and demonstrative words that can point at an entity.
+PRONOUNS = frozenset(
+    "it its itself they them their theirs themselves he him his himself she her hers herself "
+    "this that these those there".split()
+)
+#: Pronouns a rewrite may replace by the focus label (demonstratives are left in place).
+PERSONAL_PRONOUNS = frozenset(
+    "it its they them their theirs he him his she her hers".split()
+)
+POSSESSIVE_PRONOUNS = frozenset({"its", "their", "theirs", "his", "hers"})
+
+_ELLIPSIS = re.compile(
+    r"^\s*(?:(?:ok(?:ay)?|hmm+|so|right|well|fine|great|thanks|cool|also|now|then)\b[\s,.!—–-]*)*"
+    r"(?P<opener>and(?:\s+(?:what|how)\s+about|\s+the\s+same\s+for|\s+for|\s+also)?"
+    r"|what\s+about|how\s+about|same\s+(?:thing\s+|question\s+)?(?:for|with)"
+    r"|the\s+same\s+for|compare(?:d)?\s+(?:that\s+|it\s+|this\s+)?(?:with|to|against)"
+    r"|versus|vs\.?|same)\b[\s,:]*",
+    re.IGNORECASE,
+)
+
+
+def elliptical_opener(text: str) -> tuple[str, str] | None:
+    """``("and", "Pinecrest Clinics?")`` for an elliptical message, else ``None``.
+
+    Spec §8–9: "And X?", "What about X?", "How about X?", "Same for X", "Compare with X".
+    A message that is only "Same ..." refers back too ("Same count across all regions").
+    """
+    m = _ELLIPSIS.match(text)
+    if not m:
+        return None
+    return m.group("opener").lower(), text[m.end():].strip()
+
+
+def reference_tokens(text: str) -> list[Token]:
+    """Tokens that refer back: §9 pronouns and one-anaphora ("the Toronto one", "ones")."""
+    toks = tokenize(text)
+    stops = stopwords()
+    out: list[Token] = []
+    for i, tok in enumerate(toks):
+        if tok.norm in PRONOUNS:
+            out.append(tok)
+        elif tok.norm == "ones":
+            out.append(tok)
+        elif tok.norm == "one" and i > 0:
+            nxt = toks[i + 1].norm if i + 1 < len(toks) else None
+            if nxt is None or nxt in stops:
+                out.append(tok)
+    return out
+
+
+def has_reference(text: str) -> bool:
+    return bool(reference_tokens(text))
+
+
+def squash(text: str) -> str:
+    """Lower-case with single spaces, for phrase matching."""
+    return " ".join(text.lower().replace("’", "'").split())
