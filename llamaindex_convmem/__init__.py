@@ -1,0 +1,1 @@
+"""LlamaIndex adapters for convmem (filled by the LlamaIndex issue)."""
