@@ -78,7 +78,7 @@ _TEMPLATES = [
     "And what about {name} for {period}, especially the {stage} items that the finance team keeps asking about?",
     "Which of those items are still {stage}, and who on the team is responsible for moving them forward?",
     "Give me the short version of their backlog and the top three risks for the forecast this quarter.",
-    "How does their invoice balance compare with the target, and is anything overdue that I should chase today?",
+    "How does their invoice balance compare with the target, and is anything late that I should chase today?",
 ]
 
 
