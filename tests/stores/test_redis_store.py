@@ -385,19 +385,42 @@ def test_rejects_what_is_not_a_client() -> None:
         RedisClusterSessionStateStore(redis.Redis())
 
 
-# --------------------------------------------------------------------------- façade (TODO)
+# --------------------------------------------------------------------------- through the façade
 
 
-@pytest.mark.xfail(raises=ImportError, strict=True,
-                   reason="TODO(lead): convmem.session.SessionMemory is not merged yet")
-def test_todo_facade_turns_survive_a_redis_kill() -> None:
-    """Once the façade lands, drive real turns through it while the server dies.
+@pytest.mark.redis
+def test_facade_turns_survive_a_redis_kill(
+    throwaway_redis: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session driven through SessionMemory keeps answering while its cache is dead."""
+    from datetime import date
+    from pathlib import Path
 
-    This fails loudly (not an ImportError any more) the day ``convmem.session``
-    exists, so it cannot be forgotten: replace the body with the kill/restart
-    scenario of ``test_server_killed_mid_session_turns_go_on_then_state_is_saved_again``
-    run through ``SessionMemory`` and its compare-and-set retry.
-    """
-    from convmem.session import SessionMemory  # type: ignore[import-not-found]
+    from convmem import SessionMemory, TurnContext, load_domain
 
-    pytest.fail(f"write the façade fault test now that {SessionMemory.__name__} exists")
+    domain = load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm.json")
+    store = RedisSessionStateStore(throwaway_redis.url, prefix=f"facade{os.getpid()}")
+    mem = SessionMemory(domain, store=store, tenant="acme")
+    today = date(2026, 11, 30)
+    mem.begin_turn("t", "Pull up Brightwater Farms.", today=today)
+    mem.record_tool("t", "lookup_customer", {}, {"ok": True, "data": {"id": "C-1080", "name": "Brightwater Farms"}})
+    mem.end_turn("t")
+    ctx = mem.begin_turn("t", "Who's their rep?", today=today)
+    assert isinstance(ctx, TurnContext) and ctx.rewritten == "Who's Brightwater Farms's rep?"
+    mem.end_turn("t")
+
+    throwaway_redis.kill()
+    with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+        for q in ("What did they order last quarter?", "Briefly.", "Who's their rep?"):
+            ctx = mem.begin_turn("t", q, today=today)  # no exception reaches the caller
+            assert isinstance(ctx, TurnContext)
+            assert ctx.state.focus is None  # the state came back empty: one repeated question
+            mem.end_turn("t")
+    assert store.stats.degraded == 1
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING and r.name == "convmem.stores"]) == 1
+
+    throwaway_redis.restart()
+    mem.begin_turn("t", "Pull up Brightwater Farms.", today=today)
+    mem.end_turn("t")
+    state = mem.get_state("t")
+    assert state is not None and state.focus is not None and state.focus.id == "C-1080"
