@@ -2,23 +2,21 @@
 
 ``topic_changed(question, recent_questions)`` is True when the question starts a new
 topic. A question that refers back (spec §9: a third-person or demonstrative pronoun,
-one-anaphora, an elliptical opener) never does, and one that shares no content word
-with the last three questions always does (spec §9's overlap rule, threshold 0.12).
-The contract's rule alone carries too many shifts whose overlap is only a *weak* word
-("who directed the movie the lion king?" after "who directed the movie inception?"),
-so a shared word keeps the topic only when it *anchors* the question. A word's rarity
-is read from the cl100k_base vocabulary the package already ships: a lower-case word
-that is one low-rank token (" name", " first") is common, one that is no single token
-or a high-rank one (" normandy", " pompeo") is rare — questions are mostly lower-case,
-so rarity stands in for "a named thing". The detector drops a question with overlap
-only when it names something rare that the conversation has not seen *and* no shared
-word anchors it. A shared word anchors unless it is the tail of a new name ("harald
-bluetooth", "yale university": a new rare word right before it); a rare shared word
-anchors then; a mid-frequency one ("song", "movie"), or a common one used as a definite
-description ("the country"), anchors only when the question neither introduces a
-multi-word new name ("celine dion") nor asks what or who something is ("what is the
-capital of australia?"). Everything else keeps the §8–9 outcome, so real lexical
-overlap still keeps the focus.
+one-anaphora, an elliptical opener) never does, and one whose content-word overlap with
+the last three questions is below the threshold (spec §9, 0.12) always does. The
+contract's rule alone carries shifts whose overlap is only a *weak* word ("who was the
+first king of norway?" after "who was the first president?"), so a question that
+overlaps is still new when it names something rare the conversation has not seen and
+none of its shared words anchors it. Rarity is read from the cl100k_base vocabulary the
+package already ships (nothing is downloaded): a lower-case word that is one low-rank
+token is common, one of rank ``RARE_RANK`` or more, or no single token at all
+(" pompeo"), is rare — open-domain questions are mostly lower-case, so rarity stands in
+for "a named thing". A shared word does not anchor when it is a question-template word
+(``GENERIC_WORDS``: "first", "name", "many"), the tail of a new name (right after a new
+word that is no token: "harald bluetooth", "yale university"), or a not-rare word beside
+a new name of two words that are no token ("songs" in "what other songs has celine dion
+recorded?"). Any other shared word keeps the topic, as the labelled sessions require: keeping on real lexical
+overlap stays the default, and only weak overlap turns into a drop.
 """
 
 from __future__ import annotations
@@ -40,13 +38,22 @@ from convmem.text import (
 from convmem.tokens import encoding
 
 DEFAULT_OVERLAP_THRESHOLD = 0.12
-#: cl100k_base rank below which a lower-case word is common ("first", "many", "people").
-COMMON_RANK = 2_000
+#: Question-template words: shared, they say nothing about the topic ("who was the
+#: first ...", "how many people ..."). Domain nouns are deliberately absent: a labelled
+#: session keeps its focus on any shared domain word.
+GENERIC_WORDS = frozenset({
+    "many", "much", "first", "name", "names", "called", "known", "famous", "people", "person",
+    "year", "years", "long", "old", "big", "main", "best", "most", "other", "others",
+    "different", "kind", "kinds", "mean", "means", "meaning", "part", "get", "got", "make",
+    "made", "take", "took", "come", "came", "go", "went", "use", "used", "become", "became",
+    "happen", "happened", "thing", "things", "way", "ways", "one", "ones", "also",
+})
 #: Rank from which a lower-case word is rare; a word that is no single token is rare too.
 RARE_RANK = 40_000
 
+_NO_TOKEN = 1 << 30
 _CONTRACTION = re.compile(r"['’]")  # as content_words: "what's" → what, s
-_DEFINITIONAL = re.compile(r"\s*(?:what|who)(?:\s+(?:is|was|are|were)|['’]s)\b", re.IGNORECASE)
+_GENERIC_STEMS = frozenset(stem(w) for w in GENERIC_WORDS)
 
 
 class TopicDetector(Protocol):
@@ -59,8 +66,8 @@ def word_rank(word: str) -> int:
     """cl100k_base rank of ``" word"``; words that are no single token rank past the vocabulary."""
     try:
         return encoding().encode_single_token(" " + word.lower())
-    except KeyError:
-        return 1 << 30
+    except KeyError:  # not one token
+        return _NO_TOKEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +88,12 @@ def _words(text: str) -> list[_Word]:
 
 
 def weak_overlap(question: str, recent_questions: Sequence[str], *,
-                 common_rank: int = COMMON_RANK, rare_rank: int = RARE_RANK) -> bool:
+                 rare_rank: int = RARE_RANK) -> bool:
     """True when the question shares words with ``recent_questions`` but none anchors it.
 
     Only a question that introduces a rare word new to the conversation can have weak
-    overlap; see the module docstring for what anchors.
+    overlap; a shared word anchors unless it is a question-template word
+    (``GENERIC_WORDS``) or the tail of a new name (see the module docstring).
     """
     seen: set[str] = set()
     for text in recent_questions:
@@ -93,27 +101,21 @@ def weak_overlap(question: str, recent_questions: Sequence[str], *,
     words = _words(question)
     content = [i for i, w in enumerate(words) if w.content]
     shared = [i for i in content if stem(words[i].text) in seen]
-    new = [i for i in content if stem(words[i].text) not in seen]
     if not shared:
         return False
-    rank = {i: word_rank(words[i].text) for i in content}
-    rare_new = {i for i in new if rank[i] >= rare_rank}
+    rare_new = {i for i in content if i not in shared and word_rank(words[i].text) >= rare_rank}
     if not rare_new:
         return False
-    # a multi-word new name: two adjacent new, not-common words, one of them rare
-    uncommon_new = {i for i in new if rank[i] >= common_rank}
-    introduces = any(
-        (i + 1) in uncommon_new and (i in rare_new or (i + 1) in rare_new) for i in uncommon_new
-    ) or _DEFINITIONAL.match(question) is not None
+    unseen_new = {i for i in rare_new if word_rank(words[i].text) >= _NO_TOKEN}
+    # a new multi-word name: two adjacent new words that are no token ("celine dion");
+    # single-token jargon pairs ("outage escalations") do not count
+    names_new = any(i + 1 in unseen_new for i in unseen_new)
     for i in shared:
-        if (i - 1) in rare_new:  # the tail of a new name: "harald bluetooth"
+        if stem(words[i].text) in _GENERIC_STEMS or (i - 1) in unseen_new:  # "harald bluetooth"
             continue
-        if rank[i] >= rare_rank:
-            return False
-        if introduces:
+        if names_new and word_rank(words[i].text) < rare_rank:  # "songs" beside "celine dion"
             continue
-        if rank[i] >= common_rank or (i > 0 and words[i - 1].text == "the"):
-            return False
+        return False
     return True
 
 
