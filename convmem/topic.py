@@ -15,8 +15,8 @@ for "a named thing". A shared word does not anchor when it is a question-templat
 (``GENERIC_WORDS``: "first", "name", "many"), the tail of a new name (right after a new
 word that is no token: "harald bluetooth", "yale university"), or a not-rare word beside
 a new name of two words that are no token ("songs" in "what other songs has celine dion
-recorded?"). Any other shared word keeps the topic, as the labelled sessions require: keeping on real lexical
-overlap stays the default, and only weak overlap turns into a drop.
+recorded?"). Any other shared word keeps the topic, as the labelled sessions require:
+keeping on real lexical overlap stays the default; only weak overlap becomes a drop.
 """
 
 from __future__ import annotations
