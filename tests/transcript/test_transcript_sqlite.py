@@ -1,0 +1,24 @@
+"""The transcript conformance suite on SQLite (sync and async)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from convmem.testing.transcript_spec import TranscriptStoreSpec
+from convmem.transcript import TranscriptStore
+
+pytestmark = pytest.mark.sqlite
+
+
+class TestSQLiteTranscript(TranscriptStoreSpec):
+    @pytest.fixture
+    def transcript_url(self, sqlite_url: str) -> str:
+        return sqlite_url
+
+    def residue(self, store: TranscriptStore) -> bytes:
+        """Rows, plus the raw database and WAL files (freed pages included)."""
+        db = Path(str(store.engine.url.database))
+        raw = b"".join(p.read_bytes() for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+        return super().residue(store) + raw
