@@ -1,6 +1,7 @@
 """Every transcript operation, written once as a sans-I/O generator.
 
-An operation is a generator that *yields* SQLAlchemy statements and is *sent* each
+An operation is a generator that *yields* SQLAlchemy statements (or a statement
+and its parameter rows, for an executemany whose compiled form is cached) and is *sent* each
 statement's (buffered) result; its return value is the operation's result. The
 store runs the same generator on a sync ``Connection`` or an ``AsyncConnection``
 inside one transaction, so the sync and async twins share every statement and
@@ -24,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -70,10 +71,11 @@ from convmem.transcript.records import (
 )
 
 T = TypeVar("T")
-Op = Generator[Executable, Any, T]
+# A step is a statement, or (statement, parameter rows) for a cached executemany.
+Step = Union[Executable, tuple[Executable, Sequence[Mapping[str, Any]]]]  # noqa: UP007
+Op = Generator[Step, Any, T]
 
 MSG_COLS: tuple[str, ...] = tuple(c.name for c in MESSAGES.columns)
-_CHUNK = 400  # rows per multi-VALUES insert (SQLite allows 32766 bound parameters)
 
 
 class _Active:
@@ -169,11 +171,6 @@ def content_key(role: str, parts: Sequence[Mapping[str, Any]]) -> str:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _chunks(rows: Sequence[T], size: int = _CHUNK) -> Iterable[Sequence[T]]:
-    for i in range(0, len(rows), size):
-        yield rows[i : i + size]
 
 
 # ---------------------------------------------------------------- shared steps
@@ -337,8 +334,8 @@ def attachment_refs(parts_lists: Iterable[Sequence[Mapping[str, Any]]]) -> Count
 
 def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
     """Insert message rows and their search-index rows."""
-    for chunk in _chunks(rows):
-        yield sa.insert(MESSAGES).values(list(chunk))
+    if rows:
+        yield (sa.insert(MESSAGES), list(rows))
     search = [
         {
             "body": body,
@@ -349,8 +346,8 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
         for r in rows
         if r["redacted_at"] is None and (body := search_body(r["parts"]))
     ]
-    for chunk in _chunks(search):
-        yield sa.insert(SEARCH).values(list(chunk))
+    if search:
+        yield (sa.insert(SEARCH), search)
 
 
 def insert_chain(

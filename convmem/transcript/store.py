@@ -96,24 +96,24 @@ def _sqlite_setup(engine: sa.Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def _drive(execute: Callable[[Any], Any], op: ops.Op[T]) -> T:
+def _drive(execute: Callable[..., Any], op: ops.Op[T]) -> T:
     """Run a statement generator with a synchronous ``execute``."""
     try:
-        stmt = next(op)
+        step = next(op)
         while True:
-            stmt = op.send(execute(stmt))
+            step = op.send(execute(*step) if isinstance(step, tuple) else execute(step))
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
         op.close()
 
 
-async def _adrive(execute: Callable[[Any], Coroutine[Any, Any, Any]], op: ops.Op[T]) -> T:
+async def _adrive(execute: Callable[..., Coroutine[Any, Any, Any]], op: ops.Op[T]) -> T:
     """Run a statement generator with an awaitable ``execute``."""
     try:
-        stmt = next(op)
+        step = next(op)
         while True:
-            stmt = op.send(await execute(stmt))
+            step = op.send(await (execute(*step) if isinstance(step, tuple) else execute(step)))
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
