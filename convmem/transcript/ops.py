@@ -72,7 +72,9 @@ from convmem.transcript.records import (
 
 T = TypeVar("T")
 # A step is a statement, or (statement, parameter rows) for a cached executemany.
-Step = Union[Executable, tuple[Executable, Sequence[Mapping[str, Any]]]]  # noqa: UP007
+Step = Union[  # noqa: UP007
+    Executable, tuple[Executable, Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]]  # noqa: UP007
+]
 Op = Generator[Step, Any, T]
 
 MSG_COLS: tuple[str, ...] = tuple(c.name for c in MESSAGES.columns)
@@ -334,8 +336,9 @@ def attachment_refs(parts_lists: Iterable[Sequence[Mapping[str, Any]]]) -> Count
 
 def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
     """Insert message rows and their search-index rows."""
+    # one row: a plain execute (psycopg's executemany pipelines, slower for one row)
     if rows:
-        yield (sa.insert(MESSAGES), list(rows))
+        yield (sa.insert(MESSAGES), rows[0] if len(rows) == 1 else list(rows))
     search = [
         {
             "body": body,
@@ -347,7 +350,7 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
         if r["redacted_at"] is None and (body := search_body(r["parts"]))
     ]
     if search:
-        yield (sa.insert(SEARCH), search)
+        yield (sa.insert(SEARCH), search[0] if len(search) == 1 else search)
 
 
 def insert_chain(
