@@ -1,0 +1,227 @@
+"""``convmem threads``: the durable record from a shell.
+
+``add_threads_parser(subparsers)`` registers
+``threads --db URL --tenant T {list,show,export,import,redact,delete,sweep,search,migrate}``
+on the application's argparse tree (``CONVMEM_DATABASE_URL`` and ``CONVMEM_TENANT``
+are the defaults) and sets ``func`` to ``run_threads``, which returns the exit code.
+``export`` writes the canonical JSON to stdout byte for byte, so ``cmp`` can compare
+two exports; ``show`` draws the branch tree with the active path marked; ``sweep``
+is a dry run unless ``--apply`` and always needs the default policy spelled out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress
+from rich.tree import Tree
+
+from convmem.errors import ConvMemError
+from convmem.transcript.records import Message, RetentionPolicy, ThreadTree
+from convmem.transcript.store import TranscriptStore
+
+_READ_ONLY_POLICY = RetentionPolicy(max_age=None, owner="convmem-cli")
+
+
+def add_threads_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``threads`` on an ``add_subparsers()`` object; returns its parser."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "threads", help="inspect, export, redact and delete conversation records"
+    )
+    p.add_argument(
+        "--db",
+        default=os.environ.get("CONVMEM_DATABASE_URL") or None,
+        help="database URL (sqlite:///file.db or postgresql://...); env CONVMEM_DATABASE_URL",
+    )
+    p.add_argument(
+        "--tenant",
+        default=os.environ.get("CONVMEM_TENANT") or None,
+        help="tenant whose threads are addressed; env CONVMEM_TENANT",
+    )
+    sub = p.add_subparsers(dest="threads_command", required=True)
+    ls = sub.add_parser("list", help="threads of the tenant, most recent first")
+    ls.add_argument("--limit", type=int, default=50)
+    show = sub.add_parser("show", help="draw the branch tree, active path marked")
+    show.add_argument("thread_id")
+    show.add_argument("--execution", action="store_true", help="include the execution log")
+    exp = sub.add_parser("export", help="canonical JSON of the whole thread to stdout")
+    exp.add_argument("thread_id")
+    exp.add_argument("--user-view", action="store_true", help="only what the user saw")
+    imp = sub.add_parser("import", help="load an export (file or - for stdin)")
+    imp.add_argument("file")
+    imp.add_argument("--new-id", action="store_true", help="give the thread fresh ids")
+    red = sub.add_parser("redact", help="remove a message's content everywhere it reached")
+    red.add_argument("thread_id")
+    red.add_argument("message_id")
+    red.add_argument("--actor", required=True)
+    red.add_argument("--reason", required=True)
+    dele = sub.add_parser("delete", help="delete a thread and everything of it")
+    dele.add_argument("thread_id")
+    sw = sub.add_parser("sweep", help="delete threads past retention (dry run unless --apply)")
+    sw.add_argument(
+        "--default-max-age",
+        required=True,
+        help="policy for threads without their own: DAYS or 'forever'",
+    )
+    sw.add_argument("--owner", required=True, help="who owns the default policy")
+    sw.add_argument("--apply", action="store_true", help="really delete")
+    sw.add_argument("--all-tenants", action="store_true", help="ignore --tenant")
+    se = sub.add_parser("search", help="full-text search over the tenant's messages")
+    se.add_argument("query")
+    se.add_argument("--thread", default=None)
+    se.add_argument("--limit", type=int, default=20)
+    sub.add_parser("migrate", help="create or upgrade the schema")
+    p.set_defaults(func=run_threads)
+    return p
+
+
+def _short(text: str, width: int = 70) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def _label(m: Message, active: bool) -> str:
+    kinds = sorted({p.kind for p in m.parts if p.kind != "text"})
+    body = escape(_short(m.text) or ("[" + ", ".join(kinds) + "]"))
+    mark = "[bold green]●[/]" if active else "[dim]○[/]"
+    style = "bold" if active else "dim"
+    extra = " [red](redacted)[/]" if m.redacted else ""
+    copy = f" [dim]copy of {m.copy_of[:8]}[/]" if m.copy_of else ""
+    return f"{mark} [{style}]#{m.seq} {m.role}[/]: {body}{extra}{copy} [dim]{m.id}[/]" + (
+        "" if m.visibility == "conversation" else " [yellow](execution)[/]"
+    )
+
+
+def render_tree(tree: ThreadTree, *, execution: bool = True) -> Tree:
+    """The branch tree as a ``rich`` tree; the active path is marked ●."""
+    th = tree.thread
+    title = escape(th.title or "(untitled)")
+    root = Tree(f"[bold]{title}[/] [dim]{th.id} key={escape(repr(th.key))}[/]")
+    active = set(tree.active_path_ids)
+
+    def add(node: Tree, parent_id: str | None) -> None:
+        for child in tree.children(parent_id):
+            if not execution and child.visibility == "execution":
+                add(node, child.id)
+                continue
+            add(node.add(_label(child, child.id in active)), child.id)
+
+    add(root, None)
+    return root
+
+
+def _max_age(text: str) -> timedelta | None:
+    if text.strip().lower() == "forever":
+        return None
+    return timedelta(days=float(text))
+
+
+def run_threads(args: argparse.Namespace) -> int:
+    """Handle ``convmem threads ...``; returns the process exit code."""
+    err = Console(stderr=True)
+    if not args.db:
+        err.print("convmem threads: give --db URL or set CONVMEM_DATABASE_URL")
+        return 2
+    cmd = args.threads_command
+    if cmd not in ("migrate", "sweep") and not args.tenant:
+        err.print("convmem threads: give --tenant T or set CONVMEM_TENANT")
+        return 2
+    policy = _READ_ONLY_POLICY
+    if cmd == "sweep":
+        policy = RetentionPolicy(max_age=_max_age(args.default_max_age), owner=args.owner)
+    store = TranscriptStore(args.db, retention=policy)
+    try:
+        return _dispatch(store, args, err)
+    except ConvMemError as exc:
+        err.print(f"convmem threads {cmd}: {exc}")
+        return 1
+    finally:
+        store.close()
+
+
+def _dispatch(store: TranscriptStore, args: argparse.Namespace, err: Console) -> int:
+    out = Console()
+    tenant: str = args.tenant
+    cmd = args.threads_command
+    if cmd == "migrate":
+        store.migrate()
+        out.print("schema at head")
+    elif cmd == "list":
+        for th in store.list_threads(tenant, limit=args.limit):
+            out.print(
+                f"{th.id}  {th.updated_at:%Y-%m-%d %H:%M:%S}Z  key={th.key!r}  title={th.title!r}"
+            )
+    elif cmd == "show":
+        out.print(render_tree(store.tree(tenant, args.thread_id), execution=args.execution))
+    elif cmd == "export":
+        text = (
+            store.export_user_view(tenant, args.thread_id)
+            if args.user_view
+            else store.export_thread(tenant, args.thread_id)
+        )
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    elif cmd == "import":
+        data = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
+        th = store.import_thread(tenant, data, new_id=args.new_id)
+        out.print(f"thread_id={th.id}")
+    elif cmd == "redact":
+        r = store.redact(
+            tenant, args.thread_id, args.message_id, actor=args.actor, reason=args.reason
+        )
+        out.print(
+            f"redaction_id={r.redaction_id} messages={len(r.message_ids)} "
+            f"model_inputs={len(r.turn_ids)} derived={len(r.derived_ids)} "
+            f"attachments_removed={r.attachments_removed}"
+        )
+    elif cmd == "delete":
+        d = store.delete_thread(tenant, args.thread_id)
+        out.print(
+            f"deleted thread_id={d.thread_id} messages={d.messages} model_inputs={d.turns} "
+            f"derived={d.derived} attachments_removed={d.attachments_removed}"
+        )
+    elif cmd == "sweep":
+        if not args.all_tenants and not tenant:
+            err.print("convmem threads sweep: give --tenant or --all-tenants")
+            return 2
+        scope = None if args.all_tenants else tenant
+        now = datetime.now(timezone.utc)
+        plan = store.sweep(scope, dry_run=True, now=now)
+        for ten, tid in plan.expired:
+            out.print(f"expired {ten} {tid}")
+        out.print(f"{len(plan.expired)} expired, {plan.held} on legal hold")
+        if args.apply and plan.expired:
+            with Progress(console=err, transient=True) as bar:
+                task = bar.add_task("deleting", total=len(plan.expired))
+                done = store.sweep(
+                    scope,
+                    dry_run=False,
+                    now=now,
+                    progress=lambda i, n: bar.update(task, completed=i),
+                )
+            out.print(f"deleted {len(done.expired)}")
+        elif not args.apply:
+            out.print("dry run: add --apply to delete")
+    elif cmd == "search":
+        for hit in store.search(tenant, args.query, thread_id=args.thread, limit=args.limit):
+            out.print(f"{hit.thread_id} #{hit.seq} {hit.message_id}: {escape(_short(hit.text))}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (``python -m convmem.transcript.cli threads ...``)."""
+    parser = argparse.ArgumentParser(prog="convmem")
+    add_threads_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,185 @@
+"""SQL tables of the durable record (SQLModel), one schema for SQLite and PostgreSQL.
+
+Messages form an append-only tree: ``parent_id`` is the only link (no child lists
+to drift apart), ``seq`` is assigned by the server per thread under a lock on the
+thread row (``next_seq``), and the thread holds the ``active_leaf`` pointer, so an
+edit, a regeneration or a fork is a new row plus a moved pointer. Attachments and
+system prompts are content-addressed per tenant (``sha256``); nothing else is, and
+no message row is shared between threads. Every table carries ``tenant`` so every
+query can be scoped without a join. The search index (``convmem_search``) is an
+FTS5 virtual table on SQLite and a plain table with a GIN index on PostgreSQL, so it
+is declared here as a Core table and created by the migrations, never by
+``create_all``. The schema changes only through ``convmem/transcript/migrations``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+PREFIX = "convmem_"
+
+
+def _when(name: str, *, nullable: bool = False, index: bool = False) -> Any:
+    """A naive-UTC timestamp column (SQLite has no time zones; records convert)."""
+    return Field(
+        default=None,
+        sa_column=sa.Column(name, sa.DateTime(timezone=False), nullable=nullable, index=index),
+    )
+
+
+class ThreadRow(SQLModel, table=True):
+    """A conversation and its pointers."""
+
+    __tablename__ = "convmem_threads"
+    __table_args__ = (sa.UniqueConstraint("tenant", "key", name="uq_convmem_threads_tenant_key"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    tenant: str = Field(index=True, max_length=200)
+    key: str | None = Field(default=None, max_length=500)
+    owner: str | None = Field(default=None, max_length=200)
+    title: str | None = Field(default=None)
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column("metadata", sa.JSON))
+    created_at: datetime = _when("created_at")
+    updated_at: datetime = _when("updated_at", index=True)
+    retention: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
+    active_leaf: str | None = Field(default=None, max_length=64)
+    next_seq: int = 1
+    archived_seq: int = 0
+    forked_from: str | None = Field(default=None, max_length=64)
+
+
+class MessageRow(SQLModel, table=True):
+    """One node of the tree; content changes only by redaction."""
+
+    __tablename__ = "convmem_messages"
+    __table_args__ = (sa.UniqueConstraint("thread_id", "seq", name="uq_convmem_messages_seq"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    thread_id: str = Field(foreign_key="convmem_threads.id", max_length=64)
+    tenant: str = Field(max_length=200)
+    parent_id: str | None = Field(default=None, index=True, max_length=64)
+    seq: int
+    role: str = Field(max_length=16)
+    author: str | None = Field(default=None, max_length=200)
+    parts: list[dict[str, Any]] = Field(default_factory=list, sa_column=sa.Column(sa.JSON))
+    extra: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON))
+    received_at: datetime = _when("received_at")
+    client_ts: datetime | None = _when("client_ts", nullable=True)
+    visibility: str = Field(max_length=16)
+    copy_of: str | None = Field(default=None, index=True, max_length=64)
+    turn_id: str | None = Field(default=None, max_length=64)
+    redacted_at: datetime | None = _when("redacted_at", nullable=True)
+
+
+class AttachmentRow(SQLModel, table=True):
+    """Attachment bytes, stored once per (tenant, sha256), counted by referencing messages."""
+
+    __tablename__ = "convmem_attachments"
+
+    tenant: str = Field(primary_key=True, max_length=200)
+    sha256: str = Field(primary_key=True, max_length=64)
+    media_type: str = Field(max_length=200)
+    size: int
+    data: bytes = Field(sa_column=sa.Column(sa.LargeBinary, nullable=False))
+    refcount: int = 0
+    created_at: datetime = _when("created_at")
+
+
+class TemplateRow(SQLModel, table=True):
+    """A system prompt or template text, stored once per (tenant, sha256)."""
+
+    __tablename__ = "convmem_templates"
+
+    tenant: str = Field(primary_key=True, max_length=200)
+    sha256: str = Field(primary_key=True, max_length=64)
+    text: str
+
+
+class TurnRow(SQLModel, table=True):
+    """What the model received on one turn (commit point 1) and its outcome (point 2)."""
+
+    __tablename__ = "convmem_turns"
+
+    id: str = Field(primary_key=True, max_length=64)
+    thread_id: str = Field(foreign_key="convmem_threads.id", index=True, max_length=64)
+    tenant: str = Field(max_length=200)
+    user_message_id: str = Field(max_length=64)
+    rendered_block: str = ""
+    state_snapshot: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON))
+    sent_message_ids: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON))
+    template_sha256: str | None = Field(default=None, max_length=64)
+    tool_schemas: list[dict[str, Any]] = Field(default_factory=list, sa_column=sa.Column(sa.JSON))
+    model: str | None = Field(default=None, max_length=200)
+    model_params: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON))
+    created_at: datetime = _when("created_at")
+    completed_at: datetime | None = _when("completed_at", nullable=True)
+    answer_message_id: str | None = Field(default=None, max_length=64)
+
+
+class DerivedRow(SQLModel, table=True):
+    """A memory derived from a thread; tombstoned when a source message is redacted."""
+
+    __tablename__ = "convmem_derived"
+
+    id: str = Field(primary_key=True, max_length=64)
+    thread_id: str = Field(foreign_key="convmem_threads.id", index=True, max_length=64)
+    tenant: str = Field(max_length=200)
+    kind: str = Field(max_length=100)
+    content: str
+    source_message_ids: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON))
+    created_at: datetime = _when("created_at")
+    tombstoned_at: datetime | None = _when("tombstoned_at", nullable=True)
+
+
+class RedactionRow(SQLModel, table=True):
+    """Who redacted what, when and why (ids only: the log never holds the content)."""
+
+    __tablename__ = "convmem_redactions"
+
+    id: str = Field(primary_key=True, max_length=64)
+    thread_id: str = Field(foreign_key="convmem_threads.id", index=True, max_length=64)
+    tenant: str = Field(max_length=200)
+    message_id: str = Field(max_length=64)
+    actor: str = Field(max_length=200)
+    reason: str
+    at: datetime = _when("at")
+    affected: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON))
+
+
+def _table(model: type[SQLModel]) -> sa.Table:
+    return cast(sa.Table, model.__table__)  # type: ignore[attr-defined]
+
+
+THREADS = _table(ThreadRow)
+MESSAGES = _table(MessageRow)
+ATTACHMENTS = _table(AttachmentRow)
+TEMPLATES = _table(TemplateRow)
+TURNS = _table(TurnRow)
+DERIVED = _table(DerivedRow)
+REDACTIONS = _table(RedactionRow)
+
+search_metadata = sa.MetaData()
+SEARCH = sa.Table(
+    "convmem_search",
+    search_metadata,
+    sa.Column("body", sa.Text),
+    sa.Column("message_id", sa.String(64)),
+    sa.Column("tenant", sa.String(200)),
+    sa.Column("thread_id", sa.String(64)),
+)
+
+# Tables holding a thread's content, in deletion order (children first).
+CONTENT_TABLES: tuple[str, ...] = (
+    "convmem_search",
+    "convmem_derived",
+    "convmem_redactions",
+    "convmem_turns",
+    "convmem_messages",
+    "convmem_attachments",
+    "convmem_templates",
+    "convmem_threads",
+)

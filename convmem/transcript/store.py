@@ -1,0 +1,785 @@
+"""``TranscriptStore``: the durable record on SQLite or PostgreSQL, sync and async.
+
+One class, one implementation for both databases. Every operation lives once in
+``convmem.transcript.ops`` as a generator of statements; ``_run`` drives it on a
+sync connection, ``_arun`` on an async one (aiosqlite / psycopg 3 async), each in
+one transaction, so the twins share every statement and decision and only the
+I/O differs (the httpx/httpcore pattern). Write transactions on SQLite start with
+``BEGIN IMMEDIATE`` (its stand-in for a row lock); SQLite runs in WAL mode with
+``secure_delete`` on, and after a redaction or deletion its WAL is checkpointed
+(``TRUNCATE``) while PostgreSQL vacuums the touched tables. Old WAL archives and
+backups are outside the store's reach. A database error that means "the record
+cannot be written or read" (connection, lock timeout, pool exhaustion) surfaces as
+``TranscriptUnavailable``; callers decide whether a turn may proceed without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from convmem.errors import ConfigError, TranscriptUnavailable
+from convmem.transcript import migrate as _migrate
+from convmem.transcript import ops
+from convmem.transcript.export import canonical_dumps, load_document
+from convmem.transcript.models import CONTENT_TABLES
+from convmem.transcript.records import (
+    DeletionReceipt,
+    DerivedMemory,
+    Message,
+    ModelInput,
+    NewMessage,
+    Part,
+    ReconstructedInput,
+    RedactionReceipt,
+    RetentionPolicy,
+    SearchHit,
+    SweepReport,
+    Thread,
+    ThreadTree,
+    TurnRecord,
+)
+
+log = logging.getLogger("convmem.transcript")
+T = TypeVar("T")
+Progress = Callable[[int, int], None]
+_UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
+_Content = str | Sequence[Part]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _urls(url: sa.URL) -> tuple[sa.URL, sa.URL]:
+    """(sync URL, async URL) for a user-given URL."""
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        if url.database in (None, "", ":memory:"):
+            raise ConfigError(
+                "TranscriptStore: SQLite needs a file (sqlite:///path.db); an in-memory "
+                "database is not shared between the sync and async engines"
+            )
+        return url.set(drivername="sqlite+pysqlite"), url.set(drivername="sqlite+aiosqlite")
+    if backend in ("postgresql", "postgres"):
+        pg = url.set(drivername="postgresql+psycopg")
+        return pg, pg
+    raise ConfigError(f"TranscriptStore: unsupported database {backend!r} (sqlite or postgresql)")
+
+
+def _sqlite_setup(engine: sa.Engine) -> None:
+    """WAL, secure_delete, foreign keys, busy timeout; explicit BEGIN (IMMEDIATE for writes)."""
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        for pragma in (
+            "PRAGMA journal_mode=WAL",
+            "PRAGMA secure_delete=ON",
+            "PRAGMA foreign_keys=ON",
+            "PRAGMA busy_timeout=30000",
+            "PRAGMA synchronous=NORMAL",
+        ):
+            cur.execute(pragma)
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: sa.Connection) -> None:
+        write = conn.get_execution_options().get("convmem_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _drive(execute: Callable[..., Any], op: ops.Op[T]) -> T:
+    """Run a statement generator with a synchronous ``execute``."""
+    try:
+        step = next(op)
+        while True:
+            step = op.send(execute(*step) if isinstance(step, tuple) else execute(step))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        op.close()
+
+
+async def _adrive(execute: Callable[..., Coroutine[Any, Any, Any]], op: ops.Op[T]) -> T:
+    """Run a statement generator with an awaitable ``execute``."""
+    try:
+        step = next(op)
+        while True:
+            step = op.send(await (execute(*step) if isinstance(step, tuple) else execute(step)))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        op.close()
+
+
+class TranscriptStore:
+    """The durable conversation record (see the module docstring).
+
+    ``retention`` is required: there is no implicit "keep forever". Every method
+    takes ``tenant`` first and refuses (``ThreadNotFound``) a thread of another
+    tenant. Each ``x`` has a natively async twin ``ax``.
+    """
+
+    def __init__(
+        self,
+        url_or_engine: str | sa.URL | sa.Engine | AsyncEngine,
+        *,
+        retention: RetentionPolicy,
+        clock: Callable[[], datetime] = _utcnow,
+        pool_size: int = 5,
+        max_overflow: int = 20,
+    ) -> None:
+        if not isinstance(retention, RetentionPolicy):
+            raise ConfigError("TranscriptStore: retention must be a RetentionPolicy")
+        given_sync = url_or_engine if isinstance(url_or_engine, sa.Engine) else None
+        given_async = url_or_engine if isinstance(url_or_engine, AsyncEngine) else None
+        url: sa.URL
+        if given_sync is not None:
+            url = given_sync.url
+        elif given_async is not None:
+            url = given_async.url
+        else:
+            url = sa.make_url(url_or_engine)  # type: ignore[arg-type]
+        sync_url, async_url = _urls(url)
+        pool = {"pool_size": pool_size, "max_overflow": max_overflow, "pool_pre_ping": False}
+        self.engine: sa.Engine = given_sync or sa.create_engine(sync_url, **pool)
+        self.async_engine: AsyncEngine = given_async or create_async_engine(async_url, **pool)
+        self.dialect = self.engine.dialect.name
+        if self.dialect == "sqlite":
+            _sqlite_setup(self.engine)
+            _sqlite_setup(self.async_engine.sync_engine)
+        self.retention = retention
+        self._ctx = ops.Ctx(dialect=self.dialect, clock=clock, retention=retention)
+
+    # ------------------------------------------------------------ plumbing
+
+    def _run(self, op: ops.Op[T], *, write: bool = False) -> T:
+        try:
+            with self.engine.connect() as conn:
+                if write:
+                    conn.execution_options(convmem_write=True)
+                with conn.begin():
+                    return _drive(conn.execute, op)
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+
+    async def _arun(self, op: ops.Op[T], *, write: bool = False) -> T:
+        try:
+            async with self.async_engine.connect() as conn:
+                if write:
+                    await conn.execution_options(convmem_write=True)
+                async with conn.begin():
+                    return await _adrive(conn.execute, op)
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+
+    def _erase_residue(self) -> None:
+        """After content left: checkpoint SQLite's WAL / vacuum PostgreSQL's tables."""
+        if self.dialect == "sqlite":
+            raw = self.engine.raw_connection()
+            try:
+                cur = raw.cursor()
+                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                cur.close()
+            finally:
+                raw.close()
+        else:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                conn.exec_driver_sql("VACUUM " + ", ".join(CONTENT_TABLES))
+
+    async def _aerase_residue(self) -> None:
+        if self.dialect == "sqlite":
+            async with self.async_engine.connect() as conn:
+                raw = await conn.get_raw_connection()
+                driver = raw.driver_connection
+                assert driver is not None
+                await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            async with self.async_engine.connect() as conn:
+                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await conn.exec_driver_sql("VACUUM " + ", ".join(CONTENT_TABLES))
+
+    # ------------------------------------------------------------ schema
+
+    def migrate(self, revision: str = "head") -> None:
+        """Create or upgrade the schema with the shipped Alembic revisions."""
+        _migrate.upgrade(self.engine, revision)
+
+    def close(self) -> None:
+        """Dispose of the sync pool (``aclose`` for the async one)."""
+        self.engine.dispose()
+
+    async def aclose(self) -> None:
+        """Dispose of both pools."""
+        await self.async_engine.dispose()
+        self.engine.dispose()
+
+    # ------------------------------------------------------------ threads
+
+    def create_thread(
+        self,
+        tenant: str,
+        *,
+        key: str | None = None,
+        owner: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        retention: RetentionPolicy | None = None,
+        thread_id: str | None = None,
+    ) -> Thread:
+        """A new thread (``ThreadExists`` if the id or key is taken)."""
+        return self._run(
+            ops.create_thread(
+                self._ctx,
+                tenant,
+                thread_id=thread_id,
+                key=key,
+                owner=owner,
+                title=title,
+                metadata=metadata,
+                retention=retention,
+            ),
+            write=True,
+        )
+
+    async def acreate_thread(
+        self,
+        tenant: str,
+        *,
+        key: str | None = None,
+        owner: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        retention: RetentionPolicy | None = None,
+        thread_id: str | None = None,
+    ) -> Thread:
+        """Async ``create_thread``."""
+        return await self._arun(
+            ops.create_thread(
+                self._ctx,
+                tenant,
+                thread_id=thread_id,
+                key=key,
+                owner=owner,
+                title=title,
+                metadata=metadata,
+                retention=retention,
+            ),
+            write=True,
+        )
+
+    def get_or_create_thread(
+        self,
+        tenant: str,
+        key: str,
+        *,
+        owner: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Thread:
+        """The one thread of ``tenant`` for the application's ``key`` (any string)."""
+        return self._run(
+            ops.get_or_create_thread(
+                self._ctx, tenant, key, owner=owner, title=title, metadata=metadata
+            ),
+            write=True,
+        )
+
+    async def aget_or_create_thread(
+        self,
+        tenant: str,
+        key: str,
+        *,
+        owner: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Thread:
+        """Async ``get_or_create_thread``."""
+        return await self._arun(
+            ops.get_or_create_thread(
+                self._ctx, tenant, key, owner=owner, title=title, metadata=metadata
+            ),
+            write=True,
+        )
+
+    def get_thread(self, tenant: str, thread_id: str) -> Thread:
+        """One thread."""
+        return self._run(ops.get_thread(tenant, thread_id))
+
+    async def aget_thread(self, tenant: str, thread_id: str) -> Thread:
+        """Async ``get_thread``."""
+        return await self._arun(ops.get_thread(tenant, thread_id))
+
+    def list_threads(self, tenant: str, *, limit: int | None = None) -> list[Thread]:
+        """The tenant's threads, most recently active first."""
+        return self._run(ops.list_threads(tenant, limit))
+
+    async def alist_threads(self, tenant: str, *, limit: int | None = None) -> list[Thread]:
+        """Async ``list_threads``."""
+        return await self._arun(ops.list_threads(tenant, limit))
+
+    def set_retention(self, tenant: str, thread_id: str, policy: RetentionPolicy | None) -> None:
+        """Per-thread retention override (``None``: the store default)."""
+        self._run(ops.set_retention(tenant, thread_id, policy), write=True)
+
+    async def aset_retention(
+        self, tenant: str, thread_id: str, policy: RetentionPolicy | None
+    ) -> None:
+        """Async ``set_retention``."""
+        await self._arun(ops.set_retention(tenant, thread_id, policy), write=True)
+
+    def fork_thread(
+        self,
+        tenant: str,
+        thread_id: str,
+        at_message_id: str,
+        *,
+        key: str | None = None,
+        title: str | None = None,
+    ) -> Thread:
+        """Split: a new thread with copies of the path up to ``at_message_id``.
+
+        There is no merge: two histories cannot be interleaved without rewriting
+        sequence numbers somebody may already have quoted.
+        """
+        return self._run(
+            ops.fork_thread(self._ctx, tenant, thread_id, at_message_id, key, title), write=True
+        )
+
+    async def afork_thread(
+        self,
+        tenant: str,
+        thread_id: str,
+        at_message_id: str,
+        *,
+        key: str | None = None,
+        title: str | None = None,
+    ) -> Thread:
+        """Async ``fork_thread``."""
+        return await self._arun(
+            ops.fork_thread(self._ctx, tenant, thread_id, at_message_id, key, title), write=True
+        )
+
+    # ------------------------------------------------------------ appends
+
+    def append(
+        self,
+        tenant: str,
+        thread_id: str,
+        messages: NewMessage | Sequence[NewMessage],
+        *,
+        parent_id: str | ops._Active | None = ops.ACTIVE,
+        activate: bool = True,
+    ) -> list[Message]:
+        """Append after the active leaf (locked), or under ``parent_id`` as a branch."""
+        batch = [messages] if isinstance(messages, NewMessage) else list(messages)
+        return self._run(
+            ops.append(self._ctx, tenant, thread_id, batch, parent_id, activate), write=True
+        )
+
+    async def aappend(
+        self,
+        tenant: str,
+        thread_id: str,
+        messages: NewMessage | Sequence[NewMessage],
+        *,
+        parent_id: str | ops._Active | None = ops.ACTIVE,
+        activate: bool = True,
+    ) -> list[Message]:
+        """Async ``append``."""
+        batch = [messages] if isinstance(messages, NewMessage) else list(messages)
+        return await self._arun(
+            ops.append(self._ctx, tenant, thread_id, batch, parent_id, activate), write=True
+        )
+
+    def begin_turn_record(
+        self, tenant: str, thread_id: str, user_message: NewMessage, model_input: ModelInput
+    ) -> TurnRecord:
+        """Commit point 1, before the model call (``TranscriptUnavailable`` if it fails)."""
+        return self._run(
+            ops.begin_turn_record(self._ctx, tenant, thread_id, user_message, model_input),
+            write=True,
+        )
+
+    async def abegin_turn_record(
+        self, tenant: str, thread_id: str, user_message: NewMessage, model_input: ModelInput
+    ) -> TurnRecord:
+        """Async ``begin_turn_record``."""
+        return await self._arun(
+            ops.begin_turn_record(self._ctx, tenant, thread_id, user_message, model_input),
+            write=True,
+        )
+
+    def complete_turn(
+        self, tenant: str, thread_id: str, turn_id: str, messages: Sequence[NewMessage]
+    ) -> list[Message]:
+        """Commit point 2: tool calls, results and answer in one transaction."""
+        return self._run(
+            ops.complete_turn(self._ctx, tenant, thread_id, turn_id, list(messages)), write=True
+        )
+
+    async def acomplete_turn(
+        self, tenant: str, thread_id: str, turn_id: str, messages: Sequence[NewMessage]
+    ) -> list[Message]:
+        """Async ``complete_turn``."""
+        return await self._arun(
+            ops.complete_turn(self._ctx, tenant, thread_id, turn_id, list(messages)), write=True
+        )
+
+    @staticmethod
+    def _editor(content: _Content, author: str | None) -> Callable[[Message], NewMessage]:
+        def make(old: Message) -> NewMessage:
+            return NewMessage(
+                role=old.role,
+                content=content,
+                author=author if author is not None else old.author,
+                visibility=old.visibility,
+            )
+
+        return make
+
+    @staticmethod
+    def _regenerator(answer: NewMessage | _Content) -> Callable[[Message], NewMessage]:
+        def make(old: Message) -> NewMessage:
+            if isinstance(answer, NewMessage):
+                return answer
+            return NewMessage(role="assistant", content=answer, author=old.author)
+
+        return make
+
+    def edit(
+        self,
+        tenant: str,
+        thread_id: str,
+        message_id: str,
+        content: _Content,
+        *,
+        author: str | None = None,
+    ) -> Message:
+        """A new sibling with the new content, made active; the old message stays."""
+        return self._run(
+            ops.sibling(
+                self._ctx, tenant, thread_id, message_id, self._editor(content, author), None
+            ),
+            write=True,
+        )
+
+    async def aedit(
+        self,
+        tenant: str,
+        thread_id: str,
+        message_id: str,
+        content: _Content,
+        *,
+        author: str | None = None,
+    ) -> Message:
+        """Async ``edit``."""
+        return await self._arun(
+            ops.sibling(
+                self._ctx, tenant, thread_id, message_id, self._editor(content, author), None
+            ),
+            write=True,
+        )
+
+    def regenerate(
+        self, tenant: str, thread_id: str, message_id: str, answer: NewMessage | _Content
+    ) -> Message:
+        """A new sibling answer to the same question, made active; the old answer stays."""
+        return self._run(
+            ops.sibling(
+                self._ctx, tenant, thread_id, message_id, self._regenerator(answer), "assistant"
+            ),
+            write=True,
+        )
+
+    async def aregenerate(
+        self, tenant: str, thread_id: str, message_id: str, answer: NewMessage | _Content
+    ) -> Message:
+        """Async ``regenerate``."""
+        return await self._arun(
+            ops.sibling(
+                self._ctx, tenant, thread_id, message_id, self._regenerator(answer), "assistant"
+            ),
+            write=True,
+        )
+
+    def branches(self, tenant: str, thread_id: str, message_id: str) -> list[Message]:
+        """The alternatives at ``message_id``'s position (itself and its siblings)."""
+        return self._run(ops.branches(tenant, thread_id, message_id))
+
+    async def abranches(self, tenant: str, thread_id: str, message_id: str) -> list[Message]:
+        """Async ``branches``."""
+        return await self._arun(ops.branches(tenant, thread_id, message_id))
+
+    def switch(self, tenant: str, thread_id: str, message_id: str) -> Message:
+        """Activate the branch through ``message_id`` (to its newest leaf); returns the leaf."""
+        return self._run(ops.switch(tenant, thread_id, message_id), write=True)
+
+    async def aswitch(self, tenant: str, thread_id: str, message_id: str) -> Message:
+        """Async ``switch``."""
+        return await self._arun(ops.switch(tenant, thread_id, message_id), write=True)
+
+    def set_active_leaf(self, tenant: str, thread_id: str, message_id: str | None) -> None:
+        """Move the pointer; ``None`` = empty active path (a framework's ``clear()``)."""
+        self._run(ops.set_active_leaf(tenant, thread_id, message_id), write=True)
+
+    async def aset_active_leaf(self, tenant: str, thread_id: str, message_id: str | None) -> None:
+        """Async ``set_active_leaf``."""
+        await self._arun(ops.set_active_leaf(tenant, thread_id, message_id), write=True)
+
+    def rebase_path(
+        self, tenant: str, thread_id: str, messages: Sequence[NewMessage]
+    ) -> list[Message]:
+        """Make the active path equal ``messages`` (prefix reused, rest as a branch)."""
+        return self._run(ops.rebase_path(self._ctx, tenant, thread_id, list(messages)), write=True)
+
+    async def arebase_path(
+        self, tenant: str, thread_id: str, messages: Sequence[NewMessage]
+    ) -> list[Message]:
+        """Async ``rebase_path``."""
+        return await self._arun(
+            ops.rebase_path(self._ctx, tenant, thread_id, list(messages)), write=True
+        )
+
+    def archive_through(self, tenant: str, thread_id: str, seq: int) -> int:
+        """Raise the archive watermark to ``seq``; returns the watermark."""
+        return self._run(ops.archive_through(tenant, thread_id, seq), write=True)
+
+    async def aarchive_through(self, tenant: str, thread_id: str, seq: int) -> int:
+        """Async ``archive_through``."""
+        return await self._arun(ops.archive_through(tenant, thread_id, seq), write=True)
+
+    # ------------------------------------------------------------ reads
+
+    def active_path(
+        self, tenant: str, thread_id: str, *, include_archived: bool = True
+    ) -> list[Message]:
+        """Root → active leaf, in one SELECT."""
+        return self._run(ops.read_path(tenant, thread_id, include_archived=include_archived))
+
+    async def aactive_path(
+        self, tenant: str, thread_id: str, *, include_archived: bool = True
+    ) -> list[Message]:
+        """Async ``active_path``."""
+        return await self._arun(ops.read_path(tenant, thread_id, include_archived=include_archived))
+
+    def tree(self, tenant: str, thread_id: str) -> ThreadTree:
+        """Every message of every branch and the active path."""
+        return self._run(ops.tree(tenant, thread_id))
+
+    async def atree(self, tenant: str, thread_id: str) -> ThreadTree:
+        """Async ``tree``."""
+        return await self._arun(ops.tree(tenant, thread_id))
+
+    def get_messages(self, tenant: str, thread_id: str, ids: Sequence[str]) -> list[Message]:
+        """Messages by id, in seq order."""
+        return self._run(ops.get_messages(tenant, thread_id, list(ids)))
+
+    async def aget_messages(self, tenant: str, thread_id: str, ids: Sequence[str]) -> list[Message]:
+        """Async ``get_messages``."""
+        return await self._arun(ops.get_messages(tenant, thread_id, list(ids)))
+
+    def get_attachment(self, tenant: str, sha256: str) -> bytes:
+        """Attachment bytes by digest."""
+        return self._run(ops.get_attachment(tenant, sha256))
+
+    async def aget_attachment(self, tenant: str, sha256: str) -> bytes:
+        """Async ``get_attachment``."""
+        return await self._arun(ops.get_attachment(tenant, sha256))
+
+    def reconstruct_model_input(
+        self, tenant: str, thread_id: str, turn_id: str
+    ) -> ReconstructedInput:
+        """What the model received on ``turn_id``, rebuilt from the record."""
+        return self._run(ops.reconstruct_model_input(tenant, thread_id, turn_id))
+
+    async def areconstruct_model_input(
+        self, tenant: str, thread_id: str, turn_id: str
+    ) -> ReconstructedInput:
+        """Async ``reconstruct_model_input``."""
+        return await self._arun(ops.reconstruct_model_input(tenant, thread_id, turn_id))
+
+    def search(
+        self, tenant: str, query: str, *, thread_id: str | None = None, limit: int = 20
+    ) -> list[SearchHit]:
+        """Full-text search over the tenant's messages."""
+        return self._run(ops.search(self._ctx, tenant, query, thread_id, limit))
+
+    async def asearch(
+        self, tenant: str, query: str, *, thread_id: str | None = None, limit: int = 20
+    ) -> list[SearchHit]:
+        """Async ``search``."""
+        return await self._arun(ops.search(self._ctx, tenant, query, thread_id, limit))
+
+    # ------------------------------------------------------------ derived memories
+
+    def add_derived(
+        self,
+        tenant: str,
+        thread_id: str,
+        kind: str,
+        content: str,
+        source_message_ids: Sequence[str],
+    ) -> DerivedMemory:
+        """Record a memory derived from the thread (redaction and deletion reach it)."""
+        return self._run(
+            ops.add_derived(self._ctx, tenant, thread_id, kind, content, list(source_message_ids)),
+            write=True,
+        )
+
+    async def aadd_derived(
+        self,
+        tenant: str,
+        thread_id: str,
+        kind: str,
+        content: str,
+        source_message_ids: Sequence[str],
+    ) -> DerivedMemory:
+        """Async ``add_derived``."""
+        return await self._arun(
+            ops.add_derived(self._ctx, tenant, thread_id, kind, content, list(source_message_ids)),
+            write=True,
+        )
+
+    def list_derived(self, tenant: str, thread_id: str) -> list[DerivedMemory]:
+        """The thread's derived memories (tombstones included)."""
+        return self._run(ops.list_derived(tenant, thread_id))
+
+    async def alist_derived(self, tenant: str, thread_id: str) -> list[DerivedMemory]:
+        """Async ``list_derived``."""
+        return await self._arun(ops.list_derived(tenant, thread_id))
+
+    # ------------------------------------------------------------ export / import
+
+    def export_thread(self, tenant: str, thread_id: str) -> str:
+        """The whole thread as canonical JSON (``convmem.thread`` v1)."""
+        return canonical_dumps(self._run(ops.export_thread(tenant, thread_id)))
+
+    async def aexport_thread(self, tenant: str, thread_id: str) -> str:
+        """Async ``export_thread``."""
+        return canonical_dumps(await self._arun(ops.export_thread(tenant, thread_id)))
+
+    def export_user_view(self, tenant: str, thread_id: str) -> str:
+        """The user's view (active path, conversation only) as canonical JSON."""
+        return canonical_dumps(self._run(ops.export_user_view(tenant, thread_id)))
+
+    async def aexport_user_view(self, tenant: str, thread_id: str) -> str:
+        """Async ``export_user_view``."""
+        return canonical_dumps(await self._arun(ops.export_user_view(tenant, thread_id)))
+
+    def import_thread(
+        self, tenant: str, data: str | bytes | Mapping[str, Any], *, new_id: bool = False
+    ) -> Thread:
+        """Load an export into ``tenant``; an existing id raises ``ThreadExists``."""
+        doc = load_document(data)
+        return self._run(ops.import_thread(self._ctx, tenant, doc, new_id), write=True)
+
+    async def aimport_thread(
+        self, tenant: str, data: str | bytes | Mapping[str, Any], *, new_id: bool = False
+    ) -> Thread:
+        """Async ``import_thread``."""
+        doc = load_document(data)
+        return await self._arun(ops.import_thread(self._ctx, tenant, doc, new_id), write=True)
+
+    # ------------------------------------------------------------ redaction, deletion, retention
+
+    def redact(
+        self,
+        tenant: str,
+        thread_id: str,
+        message_id: str,
+        *,
+        actor: str,
+        reason: str,
+        replacement: str = "[redacted]",
+    ) -> RedactionReceipt:
+        """Remove a message's content everywhere it reached (see ``ops.redact``)."""
+        receipt = self._run(
+            ops.redact(self._ctx, tenant, thread_id, message_id, actor, reason, replacement),
+            write=True,
+        )
+        self._erase_residue()
+        return receipt
+
+    async def aredact(
+        self,
+        tenant: str,
+        thread_id: str,
+        message_id: str,
+        *,
+        actor: str,
+        reason: str,
+        replacement: str = "[redacted]",
+    ) -> RedactionReceipt:
+        """Async ``redact``."""
+        receipt = await self._arun(
+            ops.redact(self._ctx, tenant, thread_id, message_id, actor, reason, replacement),
+            write=True,
+        )
+        await self._aerase_residue()
+        return receipt
+
+    def delete_thread(self, tenant: str, thread_id: str) -> DeletionReceipt:
+        """Remove the thread and everything of it (the session-state key is the caller's)."""
+        receipt = self._run(ops.delete_thread(self._ctx, tenant, thread_id), write=True)
+        self._erase_residue()
+        return receipt
+
+    async def adelete_thread(self, tenant: str, thread_id: str) -> DeletionReceipt:
+        """Async ``delete_thread``."""
+        receipt = await self._arun(ops.delete_thread(self._ctx, tenant, thread_id), write=True)
+        await self._aerase_residue()
+        return receipt
+
+    def sweep(
+        self,
+        tenant: str | None,
+        *,
+        dry_run: bool = True,
+        now: datetime | None = None,
+        progress: Progress | None = None,
+    ) -> SweepReport:
+        """Delete threads past their retention (``dry_run`` first: it is the default).
+
+        ``tenant=None`` sweeps every tenant (an operator's job). Threads on legal
+        hold are counted, never deleted.
+        """
+        at = now or self._ctx.clock()
+        expired, held = self._run(ops.expired_threads(self._ctx, tenant, at))
+        if not dry_run:
+            for i, (ten, tid) in enumerate(expired, 1):
+                self._run(ops.delete_thread(self._ctx, ten, tid), write=True)
+                if progress is not None:
+                    progress(i, len(expired))
+            if expired:
+                self._erase_residue()
+        return SweepReport(expired=tuple(expired), held=held, dry_run=dry_run)
+
+    async def asweep(
+        self,
+        tenant: str | None,
+        *,
+        dry_run: bool = True,
+        now: datetime | None = None,
+        progress: Progress | None = None,
+    ) -> SweepReport:
+        """Async ``sweep``."""
+        at = now or self._ctx.clock()
+        expired, held = await self._arun(ops.expired_threads(self._ctx, tenant, at))
+        if not dry_run:
+            for i, (ten, tid) in enumerate(expired, 1):
+                await self._arun(ops.delete_thread(self._ctx, ten, tid), write=True)
+                if progress is not None:
+                    progress(i, len(expired))
+            if expired:
+                await self._aerase_residue()
+        return SweepReport(expired=tuple(expired), held=held, dry_run=dry_run)

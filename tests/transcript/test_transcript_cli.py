@@ -1,0 +1,78 @@
+"""``convmem threads``: export → import → export through the CLI, and every subcommand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from convmem.testing.transcript_spec import FOREVER, Api, TranscriptStoreSpec
+from convmem.transcript import TranscriptStore
+from convmem.transcript.cli import main
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["threads", *argv]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.sqlite
+def test_cli_round_trip_and_subcommands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    _cli(capsys, "--db", a, "migrate")
+    _cli(capsys, "--db", b, "migrate")
+    store = TranscriptStore(a, retention=FOREVER)
+    tid = TranscriptStoreSpec()._rich_thread(Api(store, "sync"), "demo")
+    store.engine.dispose()
+    monkeypatch.setenv("CONVMEM_TENANT", "demo")
+    exported = _cli(capsys, "--db", a, "--tenant", "demo", "export", tid)
+    (tmp_path / "a.json").write_text(exported, "utf-8")
+    assert _cli(capsys, "--db", b, "--tenant", "demo", "import", str(tmp_path / "a.json")) == (
+        f"thread_id={tid}\n"
+    )
+    assert _cli(capsys, "--db", b, "--tenant", "demo", "export", tid) == exported
+    assert main(["threads", "--db", b, "--tenant", "demo", "import", str(tmp_path / "a.json")]) == 1
+    assert "already exists" in capsys.readouterr().err
+    shown = _cli(capsys, "--db", a, "--tenant", "demo", "show", tid, "--execution")
+    assert "●" in shown and "○" in shown and "hello again" in shown and "[redacted]" in shown
+    assert tid in _cli(capsys, "--db", a, "--tenant", "demo", "list")
+    hits = _cli(capsys, "--db", a, "--tenant", "demo", "search", "seen")
+    assert tid in hits
+    user_view = _cli(capsys, "--db", a, "--tenant", "demo", "export", tid, "--user-view")
+    assert '"format":"convmem.user_view"' in user_view
+    dry = _cli(
+        capsys,
+        "--db",
+        a,
+        "--tenant",
+        "demo",
+        "sweep",
+        "--default-max-age",
+        "forever",
+        "--owner",
+        "ops",
+    )
+    assert "0 expired" in dry and "dry run" in dry
+    deleted = _cli(capsys, "--db", b, "--tenant", "demo", "delete", tid)
+    assert f"deleted thread_id={tid} messages=6" in deleted
+    assert main(["threads", "--db", b, "--tenant", "other", "show", tid]) == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.sqlite
+def test_cli_sqlite_export_imports_into_postgres(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], postgres_url: str
+) -> None:
+    a = f"sqlite:///{tmp_path / 'a.db'}"
+    _cli(capsys, "--db", a, "migrate")
+    _cli(capsys, "--db", postgres_url, "migrate")
+    store = TranscriptStore(a, retention=FOREVER)
+    tid = TranscriptStoreSpec()._rich_thread(Api(store, "sync"), "demo")
+    store.engine.dispose()
+    exported = _cli(capsys, "--db", a, "--tenant", "demo", "export", tid)
+    (tmp_path / "a.json").write_text(exported, "utf-8")
+    _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "import", str(tmp_path / "a.json"))
+    assert _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "export", tid) == exported
+    _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "delete", tid)
