@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the six-turn demo session, replay vs convmem")
     demo.add_argument("--json", action="store_true")
     demo.set_defaults(run=cmd_demo)
+    from convmem.transcript.cli import add_threads_parser
+
+    add_threads_parser(sub)
     return parser
 
 
@@ -110,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     console = Console(stderr=False)
     try:
+        if not hasattr(args, "run"):  # `convmem threads ...` dispatches through its own handler
+            threads_code: int = args.func(args)
+            return threads_code
         code: int = args.run(args, console)
     except ConfigError as exc:
         print(f"convmem: error: {exc}", file=sys.stderr)
