@@ -2,5 +2,6 @@
 wrapper for chains that used ``RunnableWithMessageHistory``."""
 
 from langchain_convmem.middleware import SessionMemoryMiddleware
+from langchain_convmem.runnable import RunnableWithSessionMemory
 
-__all__ = ["SessionMemoryMiddleware"]
+__all__ = ["RunnableWithSessionMemory", "SessionMemoryMiddleware"]
