@@ -9,9 +9,10 @@ It refuses to cycle: a call past the script is a test failure, not a repeat.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
@@ -79,3 +80,30 @@ def prompt_tokens(messages: Sequence[BaseMessage]) -> int:
     """cl100k_base prompt tokens (OpenAI cookbook rule), tool calls counted as JSON."""
     roles = {"human": "user", "ai": "assistant"}
     return count_message_tokens((roles.get(t, t), text) for t, text in shape(messages))
+
+
+class PromptSpy(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Records each model request as it arrives, before inner middleware edits it:
+    the prompt a plain replaying agent would send."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[list[BaseMessage]] = []
+
+    def _record(self, request: ModelRequest[Any]) -> None:
+        system = [request.system_message] if request.system_message is not None else []
+        self.received.append([*system, *request.messages])
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelResponse[Any]:
+        self._record(request)
+        return handler(request)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        self._record(request)
+        return await handler(request)
