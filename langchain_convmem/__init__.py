@@ -2,6 +2,7 @@
 wrapper for chains that used ``RunnableWithMessageHistory``."""
 
 from langchain_convmem.middleware import SessionMemoryMiddleware
+from langchain_convmem.resolver import LLMResolver
 from langchain_convmem.runnable import RunnableWithSessionMemory
 
-__all__ = ["RunnableWithSessionMemory", "SessionMemoryMiddleware"]
+__all__ = ["LLMResolver", "RunnableWithSessionMemory", "SessionMemoryMiddleware"]

@@ -23,17 +23,18 @@ ANSWER_TOKENS = 2000
 TURNS = 50
 SEED = 0
 
-_WORDS = (
-    "record status revenue margin forecast quarter pipeline ledger invoice shipment account "
-    "review region backlog target variance summary contract renewal balance schedule"
-).split()
+_WORDS = [
+    "record", "status", "revenue", "margin", "forecast", "quarter", "pipeline", "ledger",
+    "invoice", "shipment", "account", "review", "region", "backlog", "target", "variance",
+    "summary", "contract", "renewal", "balance", "schedule",
+]
 _TEMPLATES = [
-    "Can you summarise where {name} stands on revenue and margin for {period}, compared with the plan?",
+    "Can you summarise where {name} stands on revenue and margin for {period}, against plan?",
     "What changed in their pipeline since the last review, and which items look most at risk now?",
     "And what about {name} for {period}, especially the {stage} items finance keeps asking about?",
     "Which of those items are still {stage}, and who on the team is responsible for moving them?",
-    "Give me the short version of their backlog and the top three risks for the forecast this quarter.",
-    "How does their invoice balance compare with the target, and is anything overdue I should chase?",
+    "Give me the short version of their backlog and the top three risks for the forecast.",
+    "How does their invoice balance compare with target, and is anything overdue to chase?",
 ]
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.prompts import ChatPromptTemplate
+from lc_fakes import ScriptedChatModel
 
+import convmem.resolve as core_resolve
 import langchain_convmem
 from convmem.session import SessionMemory
 from langchain_convmem import RunnableWithSessionMemory, SessionMemoryMiddleware
@@ -29,4 +32,12 @@ def test_construction_raises_no_warning(memory: SessionMemory) -> None:
         SessionMemoryMiddleware(memory)
         SessionMemoryMiddleware(memory, rewrite=True)
         RunnableWithSessionMemory(chain, memory, input_messages_key="q")
+
+
+@pytest.mark.skipif(not hasattr(core_resolve, "StructuredResolver"),
+                    reason="the core's StructuredResolver has not been merged into this branch")
+def test_llm_resolver_construction_raises_no_warning() -> None:
+    model = ScriptedChatModel(responses=[AIMessage("x")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         langchain_convmem.LLMResolver(model)

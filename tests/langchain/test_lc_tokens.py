@@ -52,9 +52,10 @@ def test_reference_session_prompt_stays_flat() -> None:
     model = ScriptedChatModel(responses=script)
     spy = PromptSpy()
     saver = InMemorySaver()
+    memory = SessionMemoryMiddleware(SessionMemory(reference_domain()))
     agent = create_agent(
         model, [get_project],
-        middleware=[per_turn_system, spy, SessionMemoryMiddleware(SessionMemory(reference_domain()))],
+        middleware=[per_turn_system, spy, memory],
         context_schema=Turn, checkpointer=saver,
     )
     cfg: Any = {"configurable": {"thread_id": "reference"}}
