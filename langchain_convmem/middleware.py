@@ -1,0 +1,216 @@
+"""``SessionMemoryMiddleware``: the session block instead of the replayed history.
+
+The agent keeps checkpointing every message as before; this middleware only changes
+what the *model* is sent, through ``request.override``: the system prompt with the
+rendered session block appended, then the current turn (the user's question, the
+rewrite when ``rewrite=True``, and this turn's AI tool calls and tool results). The
+hooks map onto the façade's turn: ``before_model`` calls ``begin_turn`` on every step
+of the tool loop (idempotent per user message, keyed by the message id) and, when the
+turn is a clarification, answers with the clarifying ``AIMessage`` and ``jump_to:
+"end"`` so the model is never called; ``wrap_tool_call`` feeds each tool result to
+``record_tool`` (a tool returning several candidates turns the turn into a
+clarification, which the next ``before_model`` returns, again without a model call);
+``after_agent`` calls ``end_turn`` with the final answer. Thread and tenant come from
+``config["configurable"]`` (``thread_id``, ``tenant_id``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+    hook_config,
+)
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.config import get_config
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from convmem.session import Clarification, SessionMemory, TurnContext
+from langchain_convmem._common import (
+    TenantMemories,
+    answer_text,
+    last_human_index,
+    question_text,
+    scope,
+    with_block,
+    with_text,
+)
+
+_ModelResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
+
+
+class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Give the model system prompt + session block + current turn; keep the checkpoint whole.
+
+    ``rewrite=True`` sends the façade's self-contained rewrite of the question ("Who's
+    Brightwater Farms's rep?") in place of the user's text; the checkpointed
+    ``HumanMessage`` keeps what the user typed either way.
+    """
+
+    def __init__(self, memory: SessionMemory, *, rewrite: bool = False) -> None:
+        super().__init__()
+        self._memories = TenantMemories(memory)
+        self.rewrite = rewrite
+        self.tools = []
+
+    @property
+    def memory(self) -> SessionMemory:
+        """The memory the application passed in (its tenant is the default tenant)."""
+        return self._memories.base
+
+    # ------------------------------------------------------------------ before_model
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Begin the turn (once per user message); a clarification ends it here."""
+        turn = _turn(state["messages"])
+        if turn is None:
+            return None
+        memory, thread = self._scope(get_config())
+        started = memory.begin_turn(thread, turn[0], message_id=turn[1])
+        return _clarify(started)
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        turn = _turn(state["messages"])
+        if turn is None:
+            return None
+        memory, thread = self._scope(get_config())
+        started = await memory.abegin_turn(thread, turn[0], message_id=turn[1])
+        return _clarify(started)
+
+    # ------------------------------------------------------------------ wrap_model_call
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> _ModelResult:
+        """Send the compact request; the checkpointed messages are left as they are."""
+        turn = _turn(request.state["messages"])
+        if turn is None:
+            return handler(request)
+        memory, thread = self._scope(get_config())
+        started = memory.begin_turn(thread, turn[0], message_id=turn[1])
+        if isinstance(started, Clarification):
+            return AIMessage(content=started.text)  # before_model normally caught it
+        return handler(self._compact(request, started))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> _ModelResult:
+        turn = _turn(request.state["messages"])
+        if turn is None:
+            return await handler(request)
+        memory, thread = self._scope(get_config())
+        started = await memory.abegin_turn(thread, turn[0], message_id=turn[1])
+        if isinstance(started, Clarification):
+            return AIMessage(content=started.text)
+        return await handler(self._compact(request, started))
+
+    def _compact(self, request: ModelRequest[Any], started: TurnContext) -> ModelRequest[Any]:
+        messages = list(request.messages)
+        start = last_human_index(messages)
+        if start is not None:
+            messages = messages[start:]
+            if self.rewrite and started.rewritten and started.rewritten != messages[0].text:
+                messages[0] = with_text(messages[0], started.rewritten)
+        return request.override(
+            messages=messages,
+            system_message=with_block(request.system_message, started.block),
+        )
+
+    # ------------------------------------------------------------------ wrap_tool_call
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the tool, then its domain rule (focus, filters, or a candidate list)."""
+        result = handler(request)
+        memory, thread = self._scope(_tool_config(request))
+        call = request.tool_call
+        for message in _tool_messages(result, call.get("id")):
+            memory.record_tool(thread, call["name"], call.get("args"), message)
+        return result
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        result = await handler(request)
+        memory, thread = self._scope(_tool_config(request))
+        call = request.tool_call
+        for message in _tool_messages(result, call.get("id")):
+            await memory.arecord_tool(thread, call["name"], call.get("args"), message)
+        return result
+
+    # ------------------------------------------------------------------ after_agent
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Close the turn with the final answer (a clarification's text included)."""
+        start = last_human_index(state["messages"])
+        if start is None:
+            return None
+        memory, thread = self._scope(get_config())
+        memory.end_turn(thread, answer=answer_text(state["messages"], start))
+        return None
+
+    async def aafter_agent(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        start = last_human_index(state["messages"])
+        if start is None:
+            return None
+        memory, thread = self._scope(get_config())
+        await memory.aend_turn(thread, answer=answer_text(state["messages"], start))
+        return None
+
+    # ------------------------------------------------------------------ helpers
+
+    def _scope(self, config: Mapping[str, Any] | None) -> tuple[SessionMemory, str]:
+        return scope(self._memories, config, "thread_id", "SessionMemoryMiddleware")
+
+
+def _turn(messages: Sequence[BaseMessage]) -> tuple[str, str | None] | None:
+    """(question, message id) of the user message the agent is answering."""
+    start = last_human_index(messages)
+    if start is None:
+        return None
+    human = messages[start]
+    return question_text(human), human.id
+
+
+def _clarify(started: Clarification | TurnContext) -> dict[str, Any] | None:
+    if isinstance(started, Clarification):
+        return {"messages": [AIMessage(content=started.text)], "jump_to": "end"}
+    return None
+
+
+def _tool_config(request: ToolCallRequest) -> Mapping[str, Any]:
+    runtime = getattr(request, "runtime", None)
+    config = getattr(runtime, "config", None)
+    return config if config is not None else get_config()
+
+
+def _tool_messages(result: ToolMessage | Command[Any], call_id: str | None) -> list[ToolMessage]:
+    """The tool's own result message(s), whether it returned a message or a ``Command``."""
+    if isinstance(result, ToolMessage):
+        return [result]
+    update = result.update
+    found = update.get("messages", []) if isinstance(update, Mapping) else []
+    return [m for m in found if isinstance(m, ToolMessage) and m.tool_call_id == call_id]

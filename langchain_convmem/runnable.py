@@ -1,0 +1,305 @@
+"""``RunnableWithSessionMemory``: the drop-in for ``RunnableWithMessageHistory``.
+
+Same call convention as the deprecated wrapper (``configurable.session_id``, and the
+``input_messages_key`` / ``history_messages_key`` / ``output_messages_key`` arguments
+read the same way), but the history slot receives ``[SystemMessage(block)]`` (or
+nothing when the block is empty) instead of every earlier message. It is a plain
+``Runnable`` subclass, not a ``RunnableWithMessageHistory`` one, because that class
+warns on every construction. Per call: ``begin_turn``; a clarification is returned
+at once in the wrapped chain's own output shape (an ``AIMessage``, a ``str`` after a
+``StrOutputParser``, or ``{output_messages_key: AIMessage}``) and the chain is not
+called; otherwise the chain runs (with the rewrite as its input when ``rewrite=True``)
+and its answer goes to ``end_turn``. A chain that raises leaves the turn open, so
+asking again resumes it (the façade is idempotent on the same question).
+``batch``/``abatch`` come from ``Runnable`` and go through ``invoke``/``ainvoke``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, Literal, cast
+
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+)
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
+
+from convmem.errors import ConfigError
+from convmem.session import Clarification, SessionMemory, TurnContext
+from langchain_convmem._common import (
+    TenantMemories,
+    last_human_index,
+    question_text,
+    scope,
+    with_text,
+)
+
+OutputKind = Literal["message", "str", "dict"]
+
+
+class RunnableWithSessionMemory(Runnable[Any, Any]):
+    """Wrap a chain so it sees the session block instead of the replayed history.
+
+    ``output_type`` says what a clarification looks like when the chain is not
+    called; by default it is read from the chain: ``"dict"`` when
+    ``output_messages_key`` is set, ``"str"`` when the chain's ``OutputType`` is
+    ``str`` (it ends in a ``StrOutputParser``), else ``"message"`` (an ``AIMessage``;
+    ``AIMessageChunk`` when streaming).
+    """
+
+    def __init__(
+        self,
+        runnable: Runnable[Any, Any],
+        memory: SessionMemory,
+        *,
+        input_messages_key: str | None = None,
+        history_messages_key: str | None = None,
+        output_messages_key: str | None = None,
+        rewrite: bool = False,
+        output_type: OutputKind | None = None,
+    ) -> None:
+        if not isinstance(runnable, Runnable):
+            raise ConfigError(
+                f"RunnableWithSessionMemory wraps a Runnable, got {type(runnable).__name__}"
+            )
+        self.runnable = runnable
+        self._memories = TenantMemories(memory)
+        self.input_messages_key = input_messages_key
+        self.history_messages_key = history_messages_key
+        self.output_messages_key = output_messages_key
+        self.rewrite = rewrite
+        self.output_type: OutputKind = output_type or self._detect_output()
+
+    @property
+    def memory(self) -> SessionMemory:
+        return self._memories.base
+
+    # ------------------------------------------------------------------ Runnable surface
+
+    @property
+    def InputType(self) -> Any:
+        return self.runnable.InputType
+
+    @property
+    def OutputType(self) -> Any:
+        return self.runnable.OutputType
+
+    @property
+    def config_specs(self) -> list[ConfigurableFieldSpec]:
+        """The chain's specs plus ``session_id`` (as ``RunnableWithMessageHistory``)."""
+        return get_unique_config_specs([
+            *self.runnable.config_specs,
+            ConfigurableFieldSpec(
+                id="session_id",
+                annotation=str,
+                name="Session ID",
+                description="Unique identifier for a session.",
+                default="",
+                is_shared=True,
+            ),
+            ConfigurableFieldSpec(
+                id="tenant_id",
+                annotation=str,
+                name="Tenant ID",
+                description="Whose sessions these are; defaults to the memory's tenant.",
+                default=self.memory.tenant,
+                is_shared=True,
+            ),
+        ])
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        memory, session = self._scope(config)
+        question, message_id = self._question(input)
+        started = memory.begin_turn(session, question, message_id=message_id)
+        if isinstance(started, Clarification):
+            memory.end_turn(session, answer=started.text)
+            return self._clarification(started.text, chunk=False)
+        output = self.runnable.invoke(self._chain_input(input, started), config, **kwargs)
+        memory.end_turn(session, answer=self._answer(output))
+        return output
+
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Any:
+        config = ensure_config(config)
+        memory, session = self._scope(config)
+        question, message_id = self._question(input)
+        started = await memory.abegin_turn(session, question, message_id=message_id)
+        if isinstance(started, Clarification):
+            await memory.aend_turn(session, answer=started.text)
+            return self._clarification(started.text, chunk=False)
+        output = await self.runnable.ainvoke(self._chain_input(input, started), config, **kwargs)
+        await memory.aend_turn(session, answer=self._answer(output))
+        return output
+
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    ) -> Iterator[Any]:
+        config = ensure_config(config)
+        memory, session = self._scope(config)
+        question, message_id = self._question(input)
+        started = memory.begin_turn(session, question, message_id=message_id)
+        if isinstance(started, Clarification):
+            memory.end_turn(session, answer=started.text)
+            yield self._clarification(started.text, chunk=True)
+            return
+        final: Any = None
+        for chunk in self.runnable.stream(self._chain_input(input, started), config, **kwargs):
+            final = chunk if final is None else _accumulate(final, chunk)
+            yield chunk
+        memory.end_turn(session, answer=self._answer(final))
+
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    ) -> AsyncIterator[Any]:
+        config = ensure_config(config)
+        memory, session = self._scope(config)
+        question, message_id = self._question(input)
+        started = await memory.abegin_turn(session, question, message_id=message_id)
+        if isinstance(started, Clarification):
+            await memory.aend_turn(session, answer=started.text)
+            yield self._clarification(started.text, chunk=True)
+            return
+        final: Any = None
+        chain_input = self._chain_input(input, started)
+        async for chunk in self.runnable.astream(chain_input, config, **kwargs):
+            final = chunk if final is None else _accumulate(final, chunk)
+            yield chunk
+        await memory.aend_turn(session, answer=self._answer(final))
+
+    # ------------------------------------------------------------------ translation
+
+    def _scope(self, config: RunnableConfig) -> tuple[SessionMemory, str]:
+        return scope(self._memories, cast("Mapping[str, Any]", config), "session_id",
+                     "RunnableWithSessionMemory")
+
+    def _messages_slot(self, value: Any) -> str | None:
+        """Which key of a dict input holds the user's messages (RWMH's rule)."""
+        if not isinstance(value, Mapping):
+            return None
+        if self.input_messages_key:
+            return self.input_messages_key
+        if len(value) == 1:
+            return str(next(iter(value)))
+        return "input"
+
+    def _input_messages(self, value: Any) -> list[BaseMessage]:
+        key = self._messages_slot(value)
+        if key is not None:
+            if key not in value:
+                raise ConfigError(
+                    f"RunnableWithSessionMemory: the input has no {key!r} key "
+                    f"(input_messages_key={self.input_messages_key!r}); got {sorted(value)}"
+                )
+            value = value[key]
+        if isinstance(value, str):
+            return [HumanMessage(content=value)]
+        if isinstance(value, BaseMessage):
+            return [value]
+        if isinstance(value, (list, tuple)):
+            if value and isinstance(value[0], list):
+                if len(value) != 1:
+                    raise ConfigError("expected a single list of messages")
+                value = value[0]
+            return list(value)
+        raise ConfigError(
+            "RunnableWithSessionMemory: expected str, BaseMessage, a list of messages or a "
+            f"dict holding one, got {type(value).__name__}"
+        )
+
+    def _question(self, value: Any) -> tuple[str, str | None]:
+        messages = self._input_messages(value)
+        if not messages:
+            raise ConfigError("RunnableWithSessionMemory: the input holds no message")
+        i = last_human_index(messages)
+        user = messages[i if i is not None else -1]
+        return question_text(user), user.id
+
+    def _chain_input(self, value: Any, started: TurnContext) -> Any:
+        """The input with the block in the history slot and, if asked, the rewrite."""
+        key = self._messages_slot(value)
+        raw = value[key] if key is not None else value
+        if self.rewrite and started.rewritten and started.rewritten != started.question:
+            raw = _rewritten(raw, started.rewritten)
+        history: list[BaseMessage] = [SystemMessage(content=started.block)] if started.block else []
+        if self.history_messages_key:
+            if not isinstance(value, Mapping):
+                raise ConfigError(
+                    "RunnableWithSessionMemory: history_messages_key needs a dict input, "
+                    f"got {type(value).__name__}"
+                )
+            out = dict(value)
+            if key is not None:
+                out[key] = raw
+            out[self.history_messages_key] = history
+            return out
+        # As RunnableWithMessageHistory without a history key: history + input messages.
+        messages = history + self._input_messages(raw)
+        if key is None:
+            return messages
+        out = dict(value)
+        out[key] = messages
+        return out
+
+    def _detect_output(self) -> OutputKind:
+        if self.output_messages_key:
+            return "dict"
+        try:
+            kind = self.runnable.OutputType
+        except TypeError:
+            return "message"
+        return "str" if kind is str else "message"
+
+    def _clarification(self, text: str, *, chunk: bool) -> Any:
+        if self.output_type == "str":
+            return text
+        message = AIMessageChunk(content=text) if chunk else AIMessage(content=text)
+        if self.output_type == "dict":
+            return {self.output_messages_key or "output": message}
+        return message
+
+    def _answer(self, output: Any) -> str | None:
+        """The answer text of a chain output (str, message, messages or a dict of them)."""
+        if isinstance(output, Mapping):
+            key = self.output_messages_key or (
+                next(iter(output)) if len(output) == 1 else "output"
+            )
+            output = output.get(key)
+        if isinstance(output, str):
+            return output
+        if isinstance(output, BaseMessage):
+            return output.text
+        if isinstance(output, Sequence) and output and isinstance(output[-1], BaseMessage):
+            return output[-1].text
+        return None
+
+
+def _rewritten(raw: Any, text: str) -> Any:
+    """The user's input carrying the rewrite (str, message, or the last user message)."""
+    if isinstance(raw, str):
+        return text
+    if isinstance(raw, BaseMessage):
+        return with_text(raw, text)
+    if isinstance(raw, (list, tuple)):
+        messages = list(raw)
+        i = last_human_index(messages)
+        if i is not None:
+            messages[i] = with_text(messages[i], text)
+        return messages
+    return raw
+
+
+def _accumulate(final: Any, chunk: Any) -> Any:
+    """Streamed chunks added up (``AddableDict`` and message chunks add themselves)."""
+    if isinstance(final, Mapping) and isinstance(chunk, Mapping) and not hasattr(final, "__add__"):
+        merged = dict(final)
+        for k, v in chunk.items():
+            merged[k] = merged[k] + v if k in merged else v
+        return merged
+    return final + chunk

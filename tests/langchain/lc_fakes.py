@@ -1,0 +1,109 @@
+"""A scripted tool-calling chat model that records every prompt it is sent.
+
+langchain-core's ``FakeMessagesListChatModel`` answers from a list; this subclass
+adds what the tests assert on (``received``: the exact messages of every call),
+``bind_tools`` (``create_agent`` binds the agent's tools) and a native async path.
+It refuses to cycle: a call past the script is a test failure, not a repeat.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from pydantic import Field
+
+from convmem.tokens import count_message_tokens
+
+
+class ScriptedChatModel(FakeMessagesListChatModel):
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if len(self.received) >= len(self.responses):
+            raise AssertionError(f"model called {len(self.received) + 1} times; script has "
+                                 f"{len(self.responses)}")
+        self.received.append(list(messages))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._generate(messages, stop, None, **kwargs)
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        return self  # type: ignore[return-value]
+
+
+def call(tool: str, call_id: str, **args: Any) -> AIMessage:
+    """An AI message asking for one tool call."""
+    return AIMessage(content="", tool_calls=[{"name": tool, "args": args, "id": call_id}])
+
+
+def shape(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    """(type, text) per message: what a test compares a prompt against."""
+    out = []
+    for m in messages:
+        text = m.text
+        if isinstance(m, AIMessage) and m.tool_calls:
+            text = text + json.dumps([[c["name"], c["args"]] for c in m.tool_calls])
+        out.append((m.type, text))
+    return out
+
+
+def prompt_tokens(messages: Sequence[BaseMessage]) -> int:
+    """cl100k_base prompt tokens (OpenAI cookbook rule), tool calls counted as JSON."""
+    roles = {"human": "user", "ai": "assistant"}
+    return count_message_tokens((roles.get(t, t), text) for t, text in shape(messages))
+
+
+class PromptSpy(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Records each model request as it arrives, before inner middleware edits it:
+    the prompt a plain replaying agent would send."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[list[BaseMessage]] = []
+
+    def _record(self, request: ModelRequest[Any]) -> None:
+        system = [request.system_message] if request.system_message is not None else []
+        self.received.append([*system, *request.messages])
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelResponse[Any]:
+        self._record(request)
+        return handler(request)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        self._record(request)
+        return await handler(request)

@@ -1,0 +1,84 @@
+"""``LLMResolver`` with langchain-core fake chat models (structured output = one tool call).
+
+The fake model answers through ``with_structured_output``'s own machinery (``bind_tools``
++ the JSON tool-call parser), so these tests exercise the real LangChain path; only the
+provider is scripted. vcrpy cassette tests through ``langchain-openai`` are not here yet.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatResult
+from lc_fakes import ScriptedChatModel
+
+import convmem.resolve as core_resolve
+from convmem.domain import Domain
+from convmem.resolve import RuleResolver
+from convmem.session import SessionMemory, TurnContext
+from convmem.state import SessionState
+from langchain_convmem import LLMResolver
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(core_resolve, "StructuredResolver"),
+    reason="the core's StructuredResolver has not been merged into this branch",
+)
+TODAY = date(2026, 11, 30)
+QUESTION = "Show me Brightwater Farms's overdue orders in a table."
+
+
+def _answer(**args: Any) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": "Resolution", "args": args, "id": "r1"}])
+
+
+GOOD = _answer(rewritten=QUESTION, entities=["Brightwater Farms"], filters={"status": "overdue"},
+               clear_filters=[], format="table", refers_back=False)
+
+
+class Failing(ScriptedChatModel):
+    def _generate(self, messages: list[BaseMessage], *a: Any, **k: Any) -> ChatResult:
+        raise RuntimeError("429 Too Many Requests")
+
+
+def test_structured_answer_becomes_a_resolution(crm: Domain) -> None:
+    model = ScriptedChatModel(responses=[GOOD])
+    resolver = LLMResolver(model)
+    res = resolver.resolve(QUESTION, SessionState(), crm, TODAY)
+    assert res.rewritten == QUESTION
+    assert dict(res.filters) == {"status": "overdue"} and res.format == "table"
+    assert [e.id for m in res.mentions for e in m.candidates] == ["C-1080"]
+    assert resolver.failures == 0
+    sent = model.received[0][-1].text
+    assert sent.endswith(f"Question: {QUESTION}")  # the core's prompt, unchanged
+
+
+@pytest.mark.parametrize("reply", [
+    AIMessage("I think they mean Brightwater."),  # no structured answer at all
+    _answer(rewritten=QUESTION, entities=[], filters={"status": "late"}, clear_filters=[],
+            format=None, refers_back=False),  # a filter value the domain does not have
+])
+def test_garbage_falls_back_to_the_rules(crm: Domain, reply: AIMessage) -> None:
+    resolver = LLMResolver(ScriptedChatModel(responses=[reply]))
+    res = resolver.resolve(QUESTION, SessionState(), crm, TODAY)
+    assert res == RuleResolver().resolve(QUESTION, SessionState(), crm, TODAY)
+    assert resolver.failures == 1
+
+
+def test_provider_error_falls_back(crm: Domain) -> None:
+    resolver = LLMResolver(Failing(responses=[GOOD]))
+    res = resolver.resolve(QUESTION, SessionState(), crm, TODAY)
+    assert res == RuleResolver().resolve(QUESTION, SessionState(), crm, TODAY)
+    assert resolver.failures == 1
+
+
+async def test_async_path_through_the_session(crm: Domain) -> None:
+    model = ScriptedChatModel(responses=[GOOD])
+    memory = SessionMemory(crm, resolver=LLMResolver(model))
+    started = await memory.abegin_turn("t", QUESTION, today=TODAY)
+    assert isinstance(started, TurnContext)
+    assert started.state.focus is not None and started.state.focus.id == "C-1080"
+    assert started.state.format == "table"
+    assert len(model.received) == 1
