@@ -1,0 +1,5 @@
+"""LlamaIndex adapters for convmem: memory, memory block, engine wrapper, tools, resolver."""
+
+from llamaindex_convmem.memory import ConvMemMemory
+
+__all__ = ["ConvMemMemory"]
