@@ -1,6 +1,15 @@
 """LlamaIndex adapters for convmem: memory, memory block, engine wrapper, tools, resolver."""
 
+from llamaindex_convmem.block import SESSION_BLOCK_TEMPLATE, SessionStateBlock
 from llamaindex_convmem.engine import ConvMemChatEngine
 from llamaindex_convmem.memory import ConvMemMemory
+from llamaindex_convmem.tools import ConvMemTool, wrap_tools
 
-__all__ = ["ConvMemChatEngine", "ConvMemMemory"]
+__all__ = [
+    "SESSION_BLOCK_TEMPLATE",
+    "ConvMemChatEngine",
+    "ConvMemMemory",
+    "ConvMemTool",
+    "SessionStateBlock",
+    "wrap_tools",
+]

@@ -45,7 +45,11 @@ def _blockbuster(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def crm() -> Domain:
-    return load_domain(DATA / "domains" / "crm.json")
+    domain = load_domain(DATA / "domains" / "crm.json")
+    # The core builds the catalog (and reads its stopword file) lazily, on the first
+    # resolve; build it here so no coroutine test does that file read on its loop.
+    assert domain.catalog is not None
+    return domain
 
 
 @pytest.fixture
