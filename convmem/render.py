@@ -27,7 +27,7 @@ VALUE_TOKENS = 8
 NAME_TOKENS = 6
 
 _ROLE = re.compile(
-    r"\b(system|assistant|user|human|ai|tool|function|developer)\s*:", re.IGNORECASE
+    r"(system|assistant|user|human|ai|tool|function|developer)\s*:", re.IGNORECASE
 )
 _TRANSLATE = str.maketrans({
     '"': "'", "`": "'", "<": "‹", ">": "›", "#": "＃", "|": "¦", "{": "(", "}": ")",

@@ -13,16 +13,19 @@ is the policy's job (``convmem.policy``).
 
 from __future__ import annotations
 
+import inspect
+import json
+import logging
 import re
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Protocol, runtime_checkable
 
 from convmem.catalog import Mention
 from convmem.domain import Domain, PeriodFilter, VocabFilter
-from convmem.periods import find_periods
+from convmem.periods import find_periods, is_period_value
 from convmem.state import FORMATS, Format, SessionState
 from convmem.text import (
     PERSONAL_PRONOUNS,
@@ -36,9 +39,7 @@ from convmem.text import (
 #: Spec §9: request words that carry no topic in a filter- or format-only message,
 #: plus interjections and quantifiers that carry none either.
 TOPIC_FREE_WORDS = frozenset(
-    "show list put give pull switch include restrict just only instead again please similar "
-    "version answer breakdown summarize summarise everything anything ok okay fine hm hmm sure "
-    "thanks thank yes yeah right well actually also still let us let's".split()
+    ["show", "list", "put", "give", "pull", "switch", "include", "restrict", "just", "only", "instead", "again", "please", "similar", "version", "answer", "breakdown", "summarize", "summarise", "everything", "anything", "ok", "okay", "fine", "hm", "hmm", "sure", "thanks", "thank", "yes", "yeah", "right", "well", "actually", "also", "still", "let", "us", "let's"]
 )
 
 _GROUPING = re.compile(r"\b(?:by|per)\s+[^\W\d_]+", re.IGNORECASE)
@@ -377,3 +378,175 @@ class RuleResolver:
         if extra:
             text = f"{text.rstrip()} ({', '.join(extra)})"
         return text
+
+
+# --------------------------------------------------------------------------- LLM resolver
+
+#: The JSON schema a model must answer with; ``StructuredResolver`` validates against it.
+RESOLUTION_SCHEMA: dict[str, object] = {
+    "title": "Resolution",
+    "type": "object",
+    "properties": {
+        "rewritten": {"type": "string", "description": "the question made self-contained"},
+        "entities": {"type": "array", "items": {"type": "string"},
+                     "description": "names of things the question names, as written"},
+        "filters": {"type": "object", "additionalProperties": {"type": "string"},
+                    "description": "filter key -> normalised value stated in the question"},
+        "clear_filters": {"type": "array", "items": {"type": "string"}},
+        "format": {"type": ["string", "null"], "enum": ["short", "detailed", "table", None]},
+        "refers_back": {"type": "boolean",
+                        "description": "true when the question refers to the current topic"},
+    },
+    "required": ["rewritten", "entities", "filters", "clear_filters", "format", "refers_back"],
+    "additionalProperties": False,
+}
+
+_log = logging.getLogger("convmem.resolve")
+
+
+class StructuredResolver:
+    """What an LLM resolver needs, framework-free: the prompt, the schema, validation of the
+    answer against the domain, and a fallback (``RuleResolver``) on failure or garbage.
+
+    ``complete_json(prompt, schema)`` may be sync or async and may return a dict or a JSON
+    string; the adapters wrap their frameworks' structured-output calls around it.
+    """
+
+    def __init__(
+        self,
+        complete_json: Callable[[str, dict[str, object]], object],
+        *,
+        fallback: Resolver | None = None,
+    ) -> None:
+        self.complete_json = complete_json
+        self.fallback: Resolver = fallback if fallback is not None else RuleResolver()
+        self.failures = 0
+
+    def prompt(self, question: str, state: SessionState, domain: Domain, today: date) -> str:
+        lines = [
+            "Resolve the user's question against the conversation state. Answer with JSON only.",
+            f"Today is {today.isoformat()}.",
+            "Filters (key: allowed values):",
+        ]
+        for key, spec in domain.filters.items():
+            if isinstance(spec, PeriodFilter):
+                lines.append(f"- {key}: a period like 2026, 2026-Q3, 2026-11 or 2026-11-02..2026-11-08")
+            else:
+                lines.append(f"- {key}: {', '.join(sorted(spec.values))}")
+        lines.append("Formats: short, detailed, table (only when asked for).")
+        if state.focus is not None:
+            lines.append(f"Current focus: {state.focus.type} {state.focus.label!r}")
+        if state.filters:
+            lines.append("Filters in effect: " + ", ".join(f"{k}={v.value}" for k, v in state.filters.items()))
+        if state.recent_questions:
+            lines.append("Earlier questions: " + " | ".join(state.recent_questions))
+        lines.append("Rewrite pronouns that point at the focus with its name.")
+        lines.append(f"Question: {question}")
+        return "\n".join(lines)
+
+    def resolve(self, question: str, state: SessionState, domain: Domain, today: date) -> Resolution:
+        try:
+            answer = self.complete_json(self.prompt(question, state, domain, today), RESOLUTION_SCHEMA)
+            if inspect.isawaitable(answer):
+                close = getattr(answer, "close", None)
+                if close is not None:
+                    close()
+                raise TypeError("an async complete_json needs aresolve()")
+            return self._validated(answer, question, state, domain, domain.catalog.find)
+        except (ValueError, TypeError, KeyError) as exc:
+            return self._fall_back(exc, lambda: self.fallback.resolve(question, state, domain, today))
+
+    async def aresolve(
+        self, question: str, state: SessionState, domain: Domain, today: date
+    ) -> Resolution:
+        try:
+            answer = self.complete_json(self.prompt(question, state, domain, today), RESOLUTION_SCHEMA)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            found: dict[str, list[Mention]] = {}
+            data = _as_mapping(answer)
+            for name in _strings(data.get("entities"), "entities"):
+                found[name] = await domain.catalog.afind(name)
+            return self._validated(data, question, state, domain, lambda n: found.get(n, []))
+        except (ValueError, TypeError, KeyError) as exc:
+            failed = exc
+        self.failures += 1
+        _log.warning("structured resolver failed (%s); using the fallback resolver", failed)
+        return await self.fallback.aresolve(question, state, domain, today)
+
+    def _fall_back(self, exc: Exception, run: Callable[[], Resolution]) -> Resolution:
+        self.failures += 1
+        _log.warning("structured resolver failed (%s); using the fallback resolver", exc)
+        return run()
+
+    def _validated(
+        self,
+        answer: object,
+        question: str,
+        state: SessionState,
+        domain: Domain,
+        find: Callable[[str], Sequence[Mention]],
+    ) -> Resolution:
+        data = _as_mapping(answer)
+        rewritten = data.get("rewritten")
+        if not isinstance(rewritten, str) or not rewritten.strip():
+            raise ValueError("'rewritten' must be a non-empty string")
+        mentions: list[Mention] = []
+        lowered = question.lower()
+        for name in _strings(data.get("entities"), "entities"):
+            for m in find(name):
+                start = lowered.find(m.text.lower())
+                start = start if start >= 0 else 0
+                mentions.append(Mention(start, start + len(m.text), m.text, m.candidates, m.kind))
+        filters: dict[str, str] = {}
+        raw_filters = data.get("filters") or {}
+        if not isinstance(raw_filters, Mapping):
+            raise ValueError("'filters' must be an object")
+        for key, value in raw_filters.items():
+            spec = domain.filters.get(str(key))
+            ok = isinstance(value, str) and (
+                (isinstance(spec, PeriodFilter) and is_period_value(value))
+                or (isinstance(spec, VocabFilter) and spec.accepts(value))
+            )
+            if not ok:
+                raise ValueError(f"filter {key}={value!r} is not valid for this domain")
+            filters[str(key)] = str(value)
+        clears = frozenset(k for k in _strings(data.get("clear_filters"), "clear_filters")
+                           if k in domain.filters)
+        fmt = data.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            raise ValueError(f"format {fmt!r} is not one of {FORMATS}")
+        refers_back = data.get("refers_back")
+        if not isinstance(refers_back, bool):
+            raise ValueError("'refers_back' must be a boolean")
+        taken = [(m.start, m.end) for m in mentions]
+        text = rewritten.strip()[:1000]
+        return Resolution(
+            question=question,
+            rewritten=text,
+            mentions=tuple(sorted(mentions, key=lambda m: m.start)),
+            filters=filters,
+            clears=clears,
+            format=fmt,
+            refers_back=refers_back,
+            residual=_residual(question, taken),
+            core_rewrite=text,
+        )
+
+
+def _as_mapping(answer: object) -> Mapping[str, object]:
+    if isinstance(answer, str):
+        answer = json.loads(answer)
+    if hasattr(answer, "model_dump"):
+        answer = answer.model_dump()
+    if not isinstance(answer, Mapping):
+        raise ValueError(f"expected a JSON object, got {type(answer).__name__}")
+    return answer
+
+
+def _strings(value: object, name: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"'{name}' must be a list of strings")
+    return [v for v in value if v.strip()]

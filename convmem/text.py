@@ -120,12 +120,11 @@ def overlap(question: str, recent: Sequence[str], *, exclude: Iterable[tuple[int
 
 #: Spec §9: third-person and demonstrative words that can point at an entity.
 PRONOUNS = frozenset(
-    "it its itself they them their theirs themselves he him his himself she her hers herself "
-    "this that these those there".split()
+    ["it", "its", "itself", "they", "them", "their", "theirs", "themselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "this", "that", "these", "those", "there"]
 )
 #: Pronouns a rewrite may replace by the focus label (demonstratives are left in place).
 PERSONAL_PRONOUNS = frozenset(
-    "it its they them their theirs he him his she her hers".split()
+    ["it", "its", "they", "them", "their", "theirs", "he", "him", "his", "she", "her", "hers"]
 )
 POSSESSIVE_PRONOUNS = frozenset({"its", "their", "theirs", "his", "hers"})
 
@@ -157,9 +156,7 @@ def reference_tokens(text: str) -> list[Token]:
     stops = stopwords()
     out: list[Token] = []
     for i, tok in enumerate(toks):
-        if tok.norm in PRONOUNS:
-            out.append(tok)
-        elif tok.norm == "ones":
+        if tok.norm in PRONOUNS or tok.norm == "ones":
             out.append(tok)
         elif tok.norm == "one" and i > 0:
             nxt = toks[i + 1].norm if i + 1 < len(toks) else None

@@ -1,7 +1,9 @@
 """The embedded default store: a process-local dict with TTL and compare-and-set.
 
 It stores the same encoded bytes a Redis value holds, so the codec is exercised
-exactly as in production, and runs the same conformance suite as every backend.
+exactly as in production, and runs the same conformance suite as every backend. It
+cannot be unreachable, but a value can still fail to decode (``put_raw``): that
+degrades exactly as on Redis (empty state, one warning per incident, counted).
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from convmem.errors import VersionConflict
-from convmem.state import SessionState, decode_state, encode_state
+from convmem.errors import CorruptState, VersionConflict
+from convmem.state import MAX_STATE_BYTES, SessionState, decode_state, encode_state
 from convmem.stores.base import StoreStats, state_key
+from convmem.stores.degradation import Incidents
 
 
 class InMemorySessionStateStore:
@@ -23,6 +26,7 @@ class InMemorySessionStateStore:
         *,
         ttl: float = 3600.0,
         prefix: str = "convmem",
+        strict: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if ttl <= 0:
@@ -30,6 +34,7 @@ class InMemorySessionStateStore:
         self.ttl = ttl
         self.prefix = prefix
         self.stats = StoreStats()
+        self._incidents = Incidents("in-memory session-state store", self.stats, strict=strict)
         self._clock = clock
         self._values: dict[str, tuple[bytes, float]] = {}
         self._lock = threading.Lock()
@@ -57,10 +62,36 @@ class InMemorySessionStateStore:
         with self._lock:
             self._values[self._key(tenant, thread_id)] = (raw, self._clock() + self.ttl)
 
-    def load(self, tenant: str, thread_id: str) -> SessionState | None:
+    def remaining_ttl(self, tenant: str, thread_id: str) -> float | None:
+        """Seconds until the thread's value expires, or None (like Redis ``PTTL``)."""
+        key = self._key(tenant, thread_id)
         with self._lock:
-            raw = self._live(self._key(tenant, thread_id))
-        return None if raw is None else decode_state(raw)
+            if self._live(key) is None:
+                return None
+            return self._values[key][1] - self._clock()
+
+    def expire(self, tenant: str, thread_id: str, seconds: float) -> None:
+        """Set the remaining lifetime of a stored value (tests; like Redis ``PEXPIRE``)."""
+        key = self._key(tenant, thread_id)
+        with self._lock:
+            raw = self._live(key)
+            if raw is not None:
+                self._values[key] = (raw, self._clock() + seconds)
+
+    def load(self, tenant: str, thread_id: str) -> SessionState | None:
+        key = self._key(tenant, thread_id)
+        with self._lock:
+            raw = self._live(key)
+        if raw is None:
+            self._incidents.succeeded()
+            return None
+        try:
+            state = decode_state(raw)
+        except CorruptState as exc:
+            self._incidents.failed("load", key, exc)
+            return None
+        self._incidents.succeeded()
+        return state
 
     async def aload(self, tenant: str, thread_id: str) -> SessionState | None:
         return self.load(tenant, thread_id)
@@ -71,6 +102,11 @@ class InMemorySessionStateStore:
         key = self._key(tenant, thread_id)
         new_version = expected_version + 1
         payload = encode_state(state.evolve(version=new_version))
+        if len(payload) > MAX_STATE_BYTES:
+            # It would not load back; keep the previous value (as the Redis stores do).
+            self._incidents.failed("save", key, CorruptState(
+                f"encoded state is {len(payload)} bytes, over the {MAX_STATE_BYTES} limit"))
+            return new_version
         with self._lock:
             raw = self._live(key)
             current = 0 if raw is None else _stored_version(raw)
@@ -78,6 +114,7 @@ class InMemorySessionStateStore:
                 self.stats.conflicts += 1
                 raise VersionConflict(key, expected_version, current)
             self._values[key] = (payload, self._clock() + self.ttl)
+        self._incidents.succeeded()
         return new_version
 
     async def asave(

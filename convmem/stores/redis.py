@@ -1,0 +1,445 @@
+"""Session state on Redis and Redis Cluster: one key per thread, CAS in one round trip.
+
+Each thread's state is one string key, ``<prefix>:v1:state:{<tenant>:<thread_id>}``,
+holding the JSON codec's bytes (format version inside) with a TTL set by every save
+and left alone by a load. ``save`` is a compare-and-set on the stored ``version``,
+run on the server as a Lua script (``EVALSHA``, falling back to ``EVAL`` when the
+script cache is cold), so a turn costs two round trips: one GET, one script. Lua
+rather than ``WATCH``/``MULTI`` because an optimistic transaction needs three round
+trips and a pinned connection, and rather than ``FUNCTION`` because Redis 6.2 has none.
+
+Every operation is written once, as a generator that yields the Redis commands it
+needs and receives their replies (``_load_steps``, ``_save_steps``); a sync driver and
+an async driver execute those commands with redis-py's sync or ``redis.asyncio``
+client. That keeps the ``x``/``ax`` twins identical without thread wrappers, and the
+standalone and cluster classes differ only in how they build clients.
+
+Failures degrade on purpose (see ``convmem.stores.degradation``): an unreachable
+server, a timeout, or a value that does not decode (over 64 KB, not JSON, not ours)
+yields an empty state and a saved-looking version, one warning per incident; a corrupt
+value is discarded so the next save can replace it. Listing threads uses ``SCAN`` on
+our prefix, on every master of a cluster; never ``KEYS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Generator, Iterator
+from typing import Any, ClassVar, TypeVar
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.retry
+import redis.cluster
+import redis.exceptions
+from redis.backoff import NoBackoff
+from redis.driver_info import DriverInfo
+from redis.retry import Retry
+
+from convmem.errors import ConfigError, CorruptState, VersionConflict
+from convmem.state import (
+    MAX_STATE_BYTES,
+    STATE_FORMAT_VERSION,
+    SessionState,
+    decode_state,
+    encode_state,
+)
+from convmem.stores.base import StoreStats, state_key
+from convmem.stores.degradation import Incidents
+
+__all__ = ["RedisClusterSessionStateStore", "RedisSessionStateStore"]
+
+T = TypeVar("T")
+Command = tuple[Any, ...]
+Steps = Generator[Command, Any, T]
+
+#: Compare-and-set. KEYS[1] state key; ARGV: expected version, new value, ttl in ms,
+#: size limit, format version. The stored version of a value that is not ours (too
+#: big, not JSON, another format, another type) is 0, so ``expected_version=0``
+#: replaces it. Replies ``{1, new_version}`` or ``{0, stored_version}``.
+CAS_SCRIPT = """
+local version = 0
+local ok, cur = pcall(redis.call, 'GET', KEYS[1])
+if ok and cur and string.len(cur) <= tonumber(ARGV[4]) then
+  local decoded, data = pcall(cjson.decode, cur)
+  if decoded and type(data) == 'table' and data['v'] == tonumber(ARGV[5])
+      and type(data['version']) == 'number' then
+    version = data['version']
+  end
+end
+if version ~= tonumber(ARGV[1]) then
+  return {0, version}
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return {1, version + 1}
+"""
+
+#: Delete a corrupt value only if it is still the one we read (its SHA-1 matches).
+DISCARD_SCRIPT = """
+local ok, cur = pcall(redis.call, 'GET', KEYS[1])
+if ok and cur and redis.sha1hex(cur) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+CAS_SHA = hashlib.sha1(CAS_SCRIPT.encode()).hexdigest()
+DISCARD_SHA = hashlib.sha1(DISCARD_SCRIPT.encode()).hexdigest()
+_SCRIPTS = {CAS_SHA: CAS_SCRIPT, DISCARD_SHA: DISCARD_SCRIPT}
+
+#: What "the store is unavailable" means; anything else is a bug and propagates.
+UNAVAILABLE: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,  # includes refused, reset, auth, BusyLoading
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ClusterError,  # includes CLUSTERDOWN
+    redis.exceptions.RedisClusterException,  # includes slot not covered, no nodes
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ReadOnlyError,
+    OSError,
+)
+
+
+def _is_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, UNAVAILABLE):
+        return True
+    # A value of another Redis type at our key: not ours, treat like a corrupt value.
+    return isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("WRONGTYPE")
+
+
+def _glob_escape(text: str) -> str:
+    """Escape SCAN MATCH metacharacters so a tenant name matches literally."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _as_bytes(raw: bytes | str) -> bytes:
+    return raw if isinstance(raw, bytes) else raw.encode()
+
+
+def _as_text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _script(sha: str, key: str, *args: Any) -> Command:
+    return ("EVALSHA", sha, 1, key, *args)
+
+
+def _eval_fallback(command: Command) -> Command:
+    """``EVALSHA sha ...`` -> ``EVAL script ...`` (also warms the script cache)."""
+    return ("EVAL", _SCRIPTS[command[1]], *command[2:])
+
+
+class _RedisStoreBase:
+    """Shared behaviour; subclasses say how to build their sync and async clients."""
+
+    _name: ClassVar[str]
+    _sync_types: ClassVar[tuple[type, ...]]
+    _async_types: ClassVar[tuple[type, ...]]
+
+    def __init__(
+        self,
+        client_or_url: Any,
+        *,
+        ttl: float = 3600,
+        prefix: str = "convmem",
+        strict: bool = False,
+        socket_timeout: float = 0.25,
+    ) -> None:
+        if ttl <= 0:
+            raise ConfigError(f"ttl must be positive seconds, got {ttl!r}")
+        if not prefix or any(c in prefix for c in "{}"):
+            raise ConfigError(f"prefix must be non-empty and free of '{{' and '}}', got {prefix!r}")
+        self.ttl = ttl
+        self.prefix = prefix
+        self.strict = strict
+        self.socket_timeout = socket_timeout
+        self.stats = StoreStats()
+        self._incidents = Incidents(self._name, self.stats, strict=strict)
+        self._url: str | None = None
+        self._client: Any = None  # sync client
+        self._aclient: Any = None  # async client
+        self._aloop: asyncio.AbstractEventLoop | None = None
+        self._owns_clients = isinstance(client_or_url, str)
+        if isinstance(client_or_url, str):
+            self._url = client_or_url
+        elif isinstance(client_or_url, self._sync_types):
+            self._client = client_or_url
+        elif isinstance(client_or_url, self._async_types):
+            self._aclient = client_or_url
+        else:
+            raise ConfigError(
+                f"{type(self).__name__} takes a redis:// URL or a redis-py client of type "
+                f"{' / '.join(t.__qualname__ for t in self._sync_types + self._async_types)}, "
+                f"got {type(client_or_url).__name__}"
+            )
+
+    # ----------------------------------------------------------------- clients
+
+    def _client_options(self) -> dict[str, Any]:
+        return {
+            "socket_timeout": self.socket_timeout,
+            "socket_connect_timeout": self.socket_timeout,
+            # Given explicitly, redis-py skips an importlib.metadata lookup (file
+            # system calls) on every new connection, which would block the event loop.
+            "driver_info": DriverInfo(name="redis-py", lib_version=redis.__version__),
+        }
+
+    def _new_client(self, url: str) -> Any:
+        raise NotImplementedError
+
+    def _new_aclient(self, url: str) -> Any:
+        raise NotImplementedError
+
+    def _sync_client(self) -> Any:
+        if self._client is None:
+            if self._url is None:
+                raise ConfigError(
+                    f"{type(self).__name__} was given an async client; use the a* methods "
+                    "or pass a URL to get both"
+                )
+            self._client = self._new_client(self._url)
+        return self._client
+
+    def _async_client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._owns_clients and self._aloop is not loop:
+            # An async client belongs to one event loop; a new loop (asyncio.run per
+            # request, per-test loops) gets a fresh client instead of a broken one.
+            self._aclient = None
+        if self._aclient is None:
+            if self._url is None:
+                raise ConfigError(
+                    f"{type(self).__name__} was given a sync client; use the sync methods "
+                    "or pass a URL to get both"
+                )
+            self._aclient = self._new_aclient(self._url)
+            self._aloop = loop
+        return self._aclient
+
+    async def _aprepare(self, client: Any) -> None:
+        """Hook run before each async operation (the cluster initialises its client)."""
+
+    def close(self) -> None:
+        """Close the sync client if this store created it."""
+        if self._owns_clients and self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def aclose(self) -> None:
+        """Close the async client if this store created it (call on its event loop)."""
+        if self._owns_clients and self._aclient is not None:
+            client, self._aclient, self._aloop = self._aclient, None, None
+            await client.aclose()
+
+    # ----------------------------------------------------------------- drivers
+
+    def _run(self, operation: str, key: str, steps: Steps[T], fallback: T) -> T:
+        """Execute ``steps`` with the sync client; degrade on unavailability."""
+        try:
+            client = self._sync_client()
+            command = next(steps)
+            while True:
+                try:
+                    reply = client.execute_command(*command)
+                except redis.exceptions.NoScriptError:
+                    reply = client.execute_command(*_eval_fallback(command))
+                command = steps.send(reply)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        except redis.exceptions.RedisError as exc:
+            if not _is_unavailable(exc):
+                raise
+            self._incidents.failed(operation, key, exc)
+        except UNAVAILABLE as exc:
+            self._incidents.failed(operation, key, exc)
+        return fallback
+
+    async def _arun(self, operation: str, key: str, steps: Steps[T], fallback: T) -> T:
+        """Execute ``steps`` with the async client; degrade on unavailability."""
+        try:
+            client = self._async_client()
+            await self._aprepare(client)
+            command = next(steps)
+            while True:
+                try:
+                    reply = await client.execute_command(*command)
+                except redis.exceptions.NoScriptError:
+                    reply = await client.execute_command(*_eval_fallback(command))
+                command = steps.send(reply)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        except redis.exceptions.RedisError as exc:
+            if not _is_unavailable(exc):
+                raise
+            self._incidents.failed(operation, key, exc)
+        except UNAVAILABLE as exc:
+            self._incidents.failed(operation, key, exc)
+        return fallback
+
+    # ----------------------------------------------------------------- operations (pure)
+
+    def _key(self, tenant: str, thread_id: str) -> str:
+        return state_key(tenant, thread_id, self.prefix)
+
+    def _load_steps(self, key: str) -> Steps[SessionState | None]:
+        raw = yield ("GET", key)
+        if raw is None:
+            self._incidents.succeeded()
+            return None
+        try:
+            state = decode_state(raw)
+        except CorruptState as exc:
+            self._incidents.failed("load", key, exc)  # raises when strict
+            yield _script(DISCARD_SHA, key, hashlib.sha1(_as_bytes(raw)).hexdigest())
+            return None
+        self._incidents.succeeded()
+        return state
+
+    def _save_steps(
+        self, key: str, state: SessionState, expected_version: int
+    ) -> Steps[int]:
+        new_version = expected_version + 1
+        payload = encode_state(state.evolve(version=new_version))
+        if len(payload) > MAX_STATE_BYTES:
+            # It would not load back; keep the previous value rather than write junk.
+            self._incidents.failed("save", key, CorruptState(
+                f"encoded state is {len(payload)} bytes, over the {MAX_STATE_BYTES} limit"))
+            return new_version
+        ttl_ms = max(1, round(self.ttl * 1000))
+        reply = yield _script(CAS_SHA, key, expected_version, payload, ttl_ms,
+                              MAX_STATE_BYTES, STATE_FORMAT_VERSION)
+        won, version = int(reply[0]), int(reply[1])
+        self._incidents.succeeded()
+        if not won:
+            self.stats.conflicts += 1
+            raise VersionConflict(key, expected_version, version)
+        return version
+
+    def _delete_steps(self, key: str) -> Steps[None]:
+        yield ("DEL", key)
+        self._incidents.succeeded()
+
+    def _scan_match(self, tenant: str) -> tuple[str, str]:
+        """(SCAN MATCH pattern, literal key head) for one tenant's threads."""
+        head = self._key(tenant, "")[:-1]  # "<prefix>:v1:state:{<tenant>:"
+        return _glob_escape(head) + "*}", head
+
+    # ----------------------------------------------------------------- public API
+
+    def load(self, tenant: str, thread_id: str) -> SessionState | None:
+        """The thread's state, or None when absent, expired, corrupt or unreachable."""
+        key = self._key(tenant, thread_id)
+        return self._run("load", key, self._load_steps(key), None)
+
+    async def aload(self, tenant: str, thread_id: str) -> SessionState | None:
+        key = self._key(tenant, thread_id)
+        return await self._arun("load", key, self._load_steps(key), None)
+
+    def save(
+        self, tenant: str, thread_id: str, state: SessionState, *, expected_version: int
+    ) -> int:
+        """Compare-and-set; returns the new version, raises ``VersionConflict`` if beaten."""
+        key = self._key(tenant, thread_id)
+        steps = self._save_steps(key, state, expected_version)
+        return self._run("save", key, steps, expected_version + 1)
+
+    async def asave(
+        self, tenant: str, thread_id: str, state: SessionState, *, expected_version: int
+    ) -> int:
+        key = self._key(tenant, thread_id)
+        steps = self._save_steps(key, state, expected_version)
+        return await self._arun("save", key, steps, expected_version + 1)
+
+    def delete(self, tenant: str, thread_id: str) -> None:
+        key = self._key(tenant, thread_id)
+        self._run("delete", key, self._delete_steps(key), None)
+
+    async def adelete(self, tenant: str, thread_id: str) -> None:
+        key = self._key(tenant, thread_id)
+        await self._arun("delete", key, self._delete_steps(key), None)
+
+    def iter_threads(self, tenant: str, *, count: int = 500) -> Iterator[str]:
+        """Thread ids with live state for ``tenant`` (SCAN; every master of a cluster).
+
+        Like any SCAN, a key written during the walk may or may not appear. An
+        outage ends the listing early (degraded), it does not raise.
+        """
+        pattern, head = self._scan_match(tenant)
+        try:
+            for key in self._sync_client().scan_iter(match=pattern, count=count):
+                yield _as_text(key)[len(head):-1]
+        except UNAVAILABLE as exc:
+            self._incidents.failed("scan", pattern, exc)
+            return
+        self._incidents.succeeded()
+
+    async def aiter_threads(self, tenant: str, *, count: int = 500) -> AsyncIterator[str]:
+        pattern, head = self._scan_match(tenant)
+        try:
+            client = self._async_client()
+            await self._aprepare(client)
+            async for key in client.scan_iter(match=pattern, count=count):
+                yield _as_text(key)[len(head):-1]
+        except UNAVAILABLE as exc:
+            self._incidents.failed("scan", pattern, exc)
+            return
+        self._incidents.succeeded()
+
+
+def _no_retry() -> Retry:
+    # redis-py retries 3 times with 1 s exponential backoff by default: a dead cache
+    # would stall every turn for seconds. One attempt, then degrade.
+    return Retry(NoBackoff(), 0)
+
+
+def _no_aretry() -> redis.asyncio.retry.Retry:
+    return redis.asyncio.retry.Retry(NoBackoff(), 0)
+
+
+class RedisSessionStateStore(_RedisStoreBase):
+    """``SessionStateStore`` on one Redis server (or a proxy/Sentinel-managed primary).
+
+    Pass a URL to get both sync and async methods (clients are created lazily with
+    ``socket_timeout`` and no retries), or a ``redis.Redis`` / ``redis.asyncio.Redis``
+    client to use it as configured, for that side only.
+    """
+
+    _name = "Redis session-state store"
+    _sync_types = (redis.Redis,)
+    _async_types = (redis.asyncio.Redis,)
+
+    def _new_client(self, url: str) -> redis.Redis:
+        return redis.Redis.from_url(
+            url, retry=_no_retry(), **self._client_options())
+
+    def _new_aclient(self, url: str) -> redis.asyncio.Redis:
+        return redis.asyncio.Redis.from_url(
+            url, retry=_no_aretry(), **self._client_options())
+
+
+class RedisClusterSessionStateStore(_RedisStoreBase):
+    """``SessionStateStore`` on Redis Cluster; the URL names any startup node.
+
+    The hash tag ``{tenant:thread}`` keeps one thread on one slot (so the CAS script
+    touches one key on one node) while spreading a tenant's threads over all slots.
+    """
+
+    _name = "Redis Cluster session-state store"
+    _sync_types = (redis.cluster.RedisCluster,)
+    _async_types = (redis.asyncio.cluster.RedisCluster,)
+
+    def _new_client(self, url: str) -> redis.cluster.RedisCluster:
+        return redis.cluster.RedisCluster.from_url(
+            url, retry=_no_retry(), **self._client_options())
+
+    async def _aprepare(self, client: Any) -> None:
+        # redis-py's async cluster client, first used by many coroutines at once,
+        # re-initialises under their feet and closes connections they hold
+        # ("Connection closed by server"). Initialising explicitly first avoids it;
+        # afterwards this is a flag check.
+        await client.initialize()
+
+    def _new_aclient(self, url: str) -> redis.asyncio.cluster.RedisCluster:
+        return redis.asyncio.cluster.RedisCluster.from_url(
+            url, retry=_no_aretry(), **self._client_options())

@@ -1,0 +1,333 @@
+"""``SessionStateStoreSpec``: the conformance suite every session-state store runs.
+
+A backend's test module subclasses the spec, names itself (``backend_id``) and
+provides a ``make_store`` fixture: a factory taking ``ttl=`` and ``strict=`` keyword
+arguments that builds a fresh, isolated store and cleans it up after the test. Each
+test runs twice, through the sync methods and through the ``a*`` methods, with ids
+``[<backend>-sync]`` and ``[<backend>-async]``. The tests are coroutines either way:
+the sync side runs in a worker thread (as a sync web app would call it), the async
+side on the event loop under blockbuster, so a blocking call in an ``a*`` method
+fails. A few hooks reach under the protocol (write raw bytes, read or shorten a
+key's TTL, let time pass); their defaults fit the in-memory store and a backend
+overrides what it must. The suite pins: round trip, absent -> None, compare-and-set
+(0 means "must not exist", a wrong version raises ``VersionConflict``, versions
+count up), TTL set and refreshed by save but not by load, concurrent writers with
+retry losing nothing, tenant isolation, deletion, and degradation on corrupt values
+(empty state, one WARNING per incident on ``convmem.stores``, ``stats.degraded``
+counted, ``strict=True`` raising ``StateUnavailable``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import pytest
+
+from convmem.errors import StateUnavailable, VersionConflict
+from convmem.state import (
+    MAX_STATE_BYTES,
+    FilterValue,
+    Focus,
+    Option,
+    PendingClarification,
+    SessionState,
+)
+from convmem.stores.base import SessionStateStore
+
+Mode = Literal["sync", "async"]
+MODES: tuple[Mode, ...] = ("sync", "async")
+StoreFactory = Callable[..., Any]
+
+TENANT = "acme"
+
+
+def rich_state(turn: int = 3) -> SessionState:
+    """A state using every slot, so a codec or store that drops a field is caught."""
+    return SessionState(
+        focus=Focus("customer", "C-40112", "Northline Foods", "confirmed"),
+        filters={"region": FilterValue("EMEA", 2), "period": FilterValue("2024-Q3", 3)},
+        format="table",
+        recent_questions=("revenue for Northline?", "only EMEA", "and in Q3?"),
+        turn=turn,
+        pending=PendingClarification(
+            question="show Northline",
+            prompt="Which Northline?",
+            options=(
+                Option("customer", "C-40112", "Northline Foods", {"city": "Toronto"}),
+                Option("customer", "C-51800", "Northline Foods", {"city": "Leeds"}),
+            ),
+            mention="Northline",
+        ),
+        last_rewrite="revenue for Northline Foods in EMEA, 2024-Q3",
+    )
+
+
+class StoreDriver:
+    """Calls one store through its sync methods (in a worker thread) or its ``a*`` methods."""
+
+    def __init__(self, store: Any, mode: Mode) -> None:
+        self.store = store
+        self.mode = mode
+
+    async def load(self, tenant: str, thread_id: str) -> SessionState | None:
+        if self.mode == "sync":
+            return await asyncio.to_thread(self.store.load, tenant, thread_id)
+        result: SessionState | None = await self.store.aload(tenant, thread_id)
+        return result
+
+    async def save(
+        self, tenant: str, thread_id: str, state: SessionState, *, expected_version: int
+    ) -> int:
+        if self.mode == "sync":
+            return await asyncio.to_thread(
+                lambda: self.store.save(tenant, thread_id, state,
+                                        expected_version=expected_version))
+        version: int = await self.store.asave(tenant, thread_id, state,
+                                              expected_version=expected_version)
+        return version
+
+    async def delete(self, tenant: str, thread_id: str) -> None:
+        if self.mode == "sync":
+            await asyncio.to_thread(self.store.delete, tenant, thread_id)
+        else:
+            await self.store.adelete(tenant, thread_id)
+
+    async def ask(self, tenant: str, thread_id: str, question: str, *, attempts: int = 1000
+                  ) -> int:
+        """One turn the way the façade does it: load, change, compare-and-set, retry."""
+        for _ in range(attempts):
+            base = await self.load(tenant, thread_id) or SessionState()
+            new = base.evolve(recent_questions=(*base.recent_questions, question),
+                              turn=base.turn + 1)
+            try:
+                return await self.save(tenant, thread_id, new, expected_version=base.version)
+            except VersionConflict:
+                await asyncio.sleep(random.uniform(0, 0.001))  # de-synchronise the herd
+        raise AssertionError(f"{question!r} was never saved in {attempts} attempts")
+
+
+def _store_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records
+            if r.name == "convmem.stores" and r.levelno == logging.WARNING]
+
+
+class SessionStateStoreSpec:
+    """Subclass with ``backend_id = "..."`` and a ``make_store`` fixture; see module doc."""
+
+    backend_id: ClassVar[str] = ""
+    #: TTL (seconds) for the expiry test; the test waits a bit over twice this.
+    short_ttl: ClassVar[float] = 0.3
+
+    # ------------------------------------------------------------------ plumbing
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "api" in metafunc.fixturenames:
+            ids = [f"{self.backend_id}-{m}" if self.backend_id else m for m in MODES]
+            metafunc.parametrize("api", MODES, ids=ids, indirect=True)
+
+    @pytest.fixture
+    def make_store(self) -> StoreFactory:
+        raise NotImplementedError("a SessionStateStoreSpec subclass must define make_store")
+
+    @pytest.fixture
+    def store(self, make_store: StoreFactory) -> Any:
+        return make_store()
+
+    @pytest.fixture
+    def api(self, request: pytest.FixtureRequest, store: Any) -> StoreDriver:
+        return StoreDriver(store, request.param)
+
+    # ------------------------------------------------------------------ hooks (sync)
+
+    def write_raw(self, store: Any, tenant: str, thread_id: str, raw: bytes) -> None:
+        """Store ``raw`` bytes under the thread's key, bypassing the codec."""
+        store.put_raw(tenant, thread_id, raw)
+
+    def remaining_ttl(self, store: Any, tenant: str, thread_id: str) -> float | None:
+        """Seconds until the thread's value expires (None when absent)."""
+        result: float | None = store.remaining_ttl(tenant, thread_id)
+        return result
+
+    def set_remaining_ttl(self, store: Any, tenant: str, thread_id: str, seconds: float
+                          ) -> None:
+        """Shorten the remaining lifetime of a stored value."""
+        store.expire(tenant, thread_id, seconds)
+
+    async def let_time_pass(self, store: Any, seconds: float) -> None:
+        """Wait ``seconds`` of store time (real time unless the backend has a clock)."""
+        await asyncio.sleep(seconds)
+
+    # ------------------------------------------------------------------ basics
+
+    async def test_implements_the_protocol(self, store: Any) -> None:
+        assert isinstance(store, SessionStateStore)
+
+    async def test_missing_thread_loads_none(self, api: StoreDriver) -> None:
+        assert await api.load(TENANT, "never-saved") is None
+
+    async def test_round_trip_keeps_every_field(self, api: StoreDriver) -> None:
+        state = rich_state()
+        version = await api.save(TENANT, "t1", state, expected_version=0)
+        assert version == 1
+        assert await api.load(TENANT, "t1") == state.evolve(version=1)
+
+    async def test_versions_count_up(self, api: StoreDriver) -> None:
+        v1 = await api.save(TENANT, "t1", rich_state(1), expected_version=0)
+        v2 = await api.save(TENANT, "t1", rich_state(2), expected_version=v1)
+        v3 = await api.save(TENANT, "t1", rich_state(3), expected_version=v2)
+        assert (v1, v2, v3) == (1, 2, 3)
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None and loaded.version == 3 and loaded.turn == 3
+
+    # ------------------------------------------------------------------ compare-and-set
+
+    async def test_expected_zero_means_must_not_exist(self, api: StoreDriver) -> None:
+        await api.save(TENANT, "t1", rich_state(1), expected_version=0)
+        with pytest.raises(VersionConflict) as info:
+            await api.save(TENANT, "t1", rich_state(9), expected_version=0)
+        assert (info.value.expected, info.value.actual) == (0, 1)
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None and loaded.turn == 1
+        assert api.store.stats.conflicts == 1
+
+    async def test_wrong_version_raises_and_keeps_the_value(self, api: StoreDriver) -> None:
+        await api.save(TENANT, "t1", rich_state(1), expected_version=0)
+        await api.save(TENANT, "t1", rich_state(2), expected_version=1)
+        for stale in (1, 3, 17):
+            with pytest.raises(VersionConflict) as info:
+                await api.save(TENANT, "t1", rich_state(99), expected_version=stale)
+            assert info.value.actual == 2
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None and (loaded.version, loaded.turn) == (2, 2)
+
+    async def test_nonzero_expected_on_missing_thread_conflicts(self, api: StoreDriver) -> None:
+        with pytest.raises(VersionConflict) as info:
+            await api.save(TENANT, "t1", rich_state(), expected_version=4)
+        assert info.value.actual == 0
+        assert await api.load(TENANT, "t1") is None
+
+    async def test_two_concurrent_writers_lose_nothing(self, api: StoreDriver) -> None:
+        await asyncio.gather(api.ask(TENANT, "t1", "first"), api.ask(TENANT, "t1", "second"))
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None
+        assert sorted(loaded.recent_questions) == ["first", "second"]
+        assert (loaded.turn, loaded.version) == (2, 2)
+
+    async def test_fifty_concurrent_writers_lose_nothing(self, api: StoreDriver) -> None:
+        questions = [f"q{i:02d}" for i in range(50)]
+        versions = await asyncio.gather(*(api.ask(TENANT, "t1", q) for q in questions))
+        assert sorted(versions) == list(range(1, 51))  # every write won exactly once
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None
+        assert sorted(loaded.recent_questions) == questions
+        assert (loaded.turn, loaded.version) == (50, 50)
+
+    # ------------------------------------------------------------------ TTL
+
+    async def test_value_expires_after_ttl(self, make_store: StoreFactory, api: StoreDriver
+                                           ) -> None:
+        short = StoreDriver(make_store(ttl=self.short_ttl), api.mode)
+        await short.save(TENANT, "t1", rich_state(), expected_version=0)
+        assert await short.load(TENANT, "t1") is not None
+        await self.let_time_pass(short.store, self.short_ttl * 2 + 0.1)
+        assert await short.load(TENANT, "t1") is None
+        # An expired thread starts over at version 0.
+        assert await short.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+
+    async def test_save_refreshes_ttl_and_load_does_not(self, api: StoreDriver) -> None:
+        store = api.store
+        await api.save(TENANT, "t1", rich_state(1), expected_version=0)
+        full = await asyncio.to_thread(self.remaining_ttl, store, TENANT, "t1")
+        assert full is not None and full > store.ttl * 0.9
+        await asyncio.to_thread(self.set_remaining_ttl, store, TENANT, "t1", 60.0)
+        assert await api.load(TENANT, "t1") is not None
+        after_load = await asyncio.to_thread(self.remaining_ttl, store, TENANT, "t1")
+        assert after_load is not None and after_load <= 60.0
+        await api.save(TENANT, "t1", rich_state(2), expected_version=1)
+        after_save = await asyncio.to_thread(self.remaining_ttl, store, TENANT, "t1")
+        assert after_save is not None and after_save > store.ttl * 0.9
+
+    # ------------------------------------------------------------------ isolation, deletion
+
+    async def test_tenants_are_isolated(self, api: StoreDriver) -> None:
+        await api.save("tenant-a", "shared-id", rich_state(1), expected_version=0)
+        assert await api.load("tenant-b", "shared-id") is None
+        await api.save("tenant-b", "shared-id", SessionState(format="short", turn=7),
+                       expected_version=0)
+        a = await api.load("tenant-a", "shared-id")
+        b = await api.load("tenant-b", "shared-id")
+        assert a is not None and b is not None
+        assert (a.turn, a.format, b.turn, b.format) == (1, "table", 7, "short")
+        await api.delete("tenant-a", "shared-id")
+        assert await api.load("tenant-a", "shared-id") is None
+        assert await api.load("tenant-b", "shared-id") == b
+
+    async def test_delete_then_start_over(self, api: StoreDriver) -> None:
+        await api.save(TENANT, "t1", rich_state(), expected_version=0)
+        await api.delete(TENANT, "t1")
+        assert await api.load(TENANT, "t1") is None
+        await api.delete(TENANT, "t1")  # deleting nothing is fine
+        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+
+    # ------------------------------------------------------------------ corrupt values
+
+    @pytest.mark.parametrize(
+        "raw",
+        [
+            pytest.param(b"\x00\xffnot json at all", id="garbage"),
+            pytest.param(b'{"v": 999, "version": 3}', id="unknown-format"),
+            pytest.param(b"[1, 2, 3]", id="not-an-object"),
+            pytest.param(
+                b'{"v":1,"version":5,"recent_questions":["' + b"x" * (MAX_STATE_BYTES + 10)
+                + b'"]}',
+                id="over-64KB",
+            ),
+        ],
+    )
+    async def test_corrupt_value_degrades_then_is_replaced(
+        self, api: StoreDriver, raw: bytes, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        await asyncio.to_thread(self.write_raw, api.store, TENANT, "t1", raw)
+        with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+            assert await api.load(TENANT, "t1") is None
+        assert api.store.stats.degraded == 1
+        assert len(_store_warnings(caplog)) == 1
+        # The turn goes on from an empty state, and its save replaces the bad value.
+        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+        assert await api.load(TENANT, "t1") == rich_state().evolve(version=1)
+
+    async def test_state_too_large_to_load_back_is_not_written(
+        self, api: StoreDriver, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        await api.save(TENANT, "t1", rich_state(1), expected_version=0)
+        huge = rich_state(2).evolve(recent_questions=("x" * MAX_STATE_BYTES,))
+        with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+            assert await api.save(TENANT, "t1", huge, expected_version=1) == 2
+        assert (api.store.stats.degraded, len(_store_warnings(caplog))) == (1, 1)
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None and (loaded.version, loaded.turn) == (1, 1)
+
+    async def test_one_warning_per_incident(
+        self, api: StoreDriver, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        for thread_id in ("bad-1", "bad-2", "bad-3"):
+            await asyncio.to_thread(self.write_raw, api.store, TENANT, thread_id, b"garbage")
+        with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+            assert await api.load(TENANT, "bad-1") is None
+            assert await api.load(TENANT, "bad-2") is None  # same incident: no new warning
+            assert (api.store.stats.degraded, len(_store_warnings(caplog))) == (1, 1)
+            await api.save(TENANT, "good", rich_state(), expected_version=0)  # incident over
+            assert await api.load(TENANT, "bad-3") is None  # a new incident
+        assert (api.store.stats.degraded, len(_store_warnings(caplog))) == (2, 2)
+
+    async def test_strict_store_raises_state_unavailable(
+        self, make_store: StoreFactory, api: StoreDriver
+    ) -> None:
+        strict = StoreDriver(make_store(strict=True), api.mode)
+        await asyncio.to_thread(self.write_raw, strict.store, TENANT, "t1", b"garbage")
+        with pytest.raises(StateUnavailable):
+            await strict.load(TENANT, "t1")

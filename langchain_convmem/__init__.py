@@ -1,0 +1,1 @@
+"""LangChain adapters for convmem (filled by the LangChain issue)."""

@@ -1,0 +1,103 @@
+"""The labelled dev set at its bar, the eval and demo commands, and the public surface."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import convmem
+from convmem.cli import main
+from convmem.evaluation import domain_loader, read_sessions, replay
+from tests.core.conftest import DATA
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_dev_set_meets_its_bar() -> None:
+    report = replay(read_sessions(DATA / "crm_dev.jsonl"), domain_loader(DATA / "domains"))
+    s = report.summary()
+    print(f"\ncrm_dev: {s['turns_fully_correct']}/{s['turns']} fully correct; per slot {s['per_slot']}")
+    assert s["turns"] == 298
+    assert s["turns_fully_correct"] / s["turns"] >= 0.95
+
+
+def test_eval_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(DATA / "crm_dev.jsonl"), "--domains", str(DATA / "domains"),
+                 "--json", "--per-turn"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"turns", "turns_fully_correct", "per_slot", "clarify_rate", "per_domain", "failures",
+            "per_turn"} <= set(out)
+    assert len(out["per_turn"]) == out["turns"]
+
+
+def test_demo_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--json"]) == 0
+    turns = json.loads(capsys.readouterr().out)["turns"]
+    assert len(turns) == 6
+    assert all(t["memory_tokens"] <= 160 for t in turns)
+    assert turns[5]["convmem_tokens"] / turns[0]["convmem_tokens"] <= 1.05
+    assert [t["replay_tokens"] for t in turns] == sorted(t["replay_tokens"] for t in turns)
+    assert turns[1]["rewritten"] == "What did Brightwater Farms order last quarter?"
+    assert turns[3]["clarification"] and turns[3]["convmem_tokens"] == 0
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(convmem.__all__) == sorted([
+        "RESOLUTION_SCHEMA", "Catalog", "Clarification", "ConfigError", "ConvMemError",
+        "CorruptState", "Domain", "Entity", "FilterValue", "Focus", "InMemoryCatalog",
+        "InMemorySessionStateStore", "Mention", "Option", "PendingClarification", "PeriodFilter",
+        "PolicyConfig", "Resolution", "Resolver", "RuleResolver", "SessionMemory", "SessionState",
+        "SessionStateStore", "StateUnavailable", "StructuredResolver", "ToolFocusRule", "ToolResult",
+        "ToolRule", "TopicDetector", "TranscriptUnavailable", "TurnContext", "VersionConflict",
+        "VocabFilter", "count_message_tokens", "count_tokens", "load_domain", "render",
+        "topic_changed",
+    ])
+    for name in convmem.__all__:
+        assert getattr(convmem, name) is not None
+
+
+def test_import_convmem_pulls_in_no_framework_or_redis() -> None:
+    code = (
+        "import sys, convmem, convmem.stores; "
+        "bad = sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'redis', 'langchain', 'langchain_core', 'llama_index', 'langgraph'}); print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def _string_literals(path: Path) -> list[str]:
+    """String constants in code; docstrings are prose about the design and are left out."""
+    tree = ast.parse(path.read_text())
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)
+    }
+    return [n.value.lower() for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_core_names_no_word_of_the_crm_domain() -> None:
+    domain = json.loads((DATA / "domains" / "crm.json").read_text())
+    words = {e["type"] for e in domain["entities"]} | {e["label"] for e in domain["entities"]}
+    words |= {t["name"] for t in domain["tools"]}
+    for spec in domain["filters"].values():
+        for value, aliases in spec.get("values", {}).items():
+            words |= {value, *aliases}
+    words = {w.lower() for w in words}
+    offenders = []
+    for path in sorted((ROOT / "convmem").rglob("*.py")):
+        for literal in _string_literals(path):
+            tokens = set(literal.replace('"', " ").replace("'", " ").split())
+            for w in words:
+                if w in tokens or literal == w or (" " in w and w in literal):
+                    offenders.append((str(path.relative_to(ROOT)), w, literal[:60]))
+    assert offenders == []

@@ -1,0 +1,57 @@
+"""Period normalisation against the session clock (spec §1, §8, §9)."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from convmem.periods import find_periods, is_period_value
+
+NOV30 = date(2026, 11, 30)
+
+
+@pytest.mark.parametrize(
+    ("text", "today", "value"),
+    [
+        ("last quarter", NOV30, "2026-Q3"),
+        ("this quarter", NOV30, "2026-Q4"),
+        ("last quarter", date(2026, 2, 10), "2025-Q4"),
+        ("last quarter", date(2027, 1, 5), "2026-Q4"),
+        ("this month", NOV30, "2026-11"),
+        ("this month so far", date(2026, 2, 10), "2026-02"),
+        ("last month", date(2026, 2, 10), "2026-01"),
+        ("Q2", NOV30, "2026-Q2"),
+        ("in q1 2025", NOV30, "2025-Q1"),
+        ("in October", NOV30, "2026-10"),
+        ("in December", NOV30, "2026-12"),  # a month ahead is still this year's
+        ("last week", NOV30, "2026-11-23..2026-11-29"),
+        ("this week", NOV30, "2026-11-30..2026-12-06"),
+        ("this year", NOV30, "2026"),
+        ("all of last year", date(2027, 1, 5), "2026"),
+        ("in 2024", NOV30, "2024"),
+        ("year to date", NOV30, "2026-01-01..2026-11-30"),
+        ("since May", NOV30, "2026-05"),
+    ],
+)
+def test_normalise(text: str, today: date, value: str) -> None:
+    assert [p.value for p in find_periods(text, today)][-1] == value
+
+
+def test_several_periods_last_one_wins_in_text_order() -> None:
+    assert [p.value for p in find_periods("Q2 versus last quarter", NOV30)] == ["2026-Q2", "2026-Q3"]
+
+
+@pytest.mark.parametrize("text", ["May I ask something?", "order O-2025", "account 61342", "right now"])
+def test_not_periods(text: str) -> None:
+    assert find_periods(text, NOV30) == []
+
+
+@pytest.mark.parametrize("value", ["2026", "2026-Q3", "2026-11", "2026-11-30", "2026-11-02..2026-11-08"])
+def test_valid_values(value: str) -> None:
+    assert is_period_value(value)
+
+
+@pytest.mark.parametrize("value", ["last quarter", "2026-Q5", "2026-13", "2026-02-30", "Q3", ""])
+def test_invalid_values(value: str) -> None:
+    assert not is_period_value(value)

@@ -1,0 +1,426 @@
+"""Redis and Redis Cluster stores: the conformance suite, then the faults they must survive.
+
+The suite runs on the session's Redis (``redis_url``) and three-master cluster
+(``redis_cluster_url``) under a per-test key prefix. Fault tests never touch those:
+each starts its own redis-server (``throwaway_redis``) and kills, freezes or restarts
+only that process, by PID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from redis.cluster import RedisCluster
+from redis.driver_info import DriverInfo
+
+from convmem.errors import ConfigError, StateUnavailable
+from convmem.state import SessionState
+from convmem.stores import RedisClusterSessionStateStore, RedisSessionStateStore, state_key
+from convmem.testing import SessionStateStoreSpec
+from convmem.testing.servers import RedisServer, free_port
+from convmem.testing.state_store_spec import TENANT, StoreDriver, rich_state
+
+MODES = ("sync", "async")
+
+
+class _RawRedisHooks(SessionStateStoreSpec):
+    """Spec hooks implemented with a plain redis-py client on the same server."""
+
+    raw: Any
+
+    def write_raw(self, store: Any, tenant: str, thread_id: str, raw: bytes) -> None:
+        self.raw.set(state_key(tenant, thread_id, store.prefix), raw, px=3_600_000)
+
+    def remaining_ttl(self, store: Any, tenant: str, thread_id: str) -> float | None:
+        ms = self.raw.pttl(state_key(tenant, thread_id, store.prefix))
+        return None if ms < 0 else ms / 1000
+
+    def set_remaining_ttl(self, store: Any, tenant: str, thread_id: str, seconds: float
+                          ) -> None:
+        self.raw.pexpire(state_key(tenant, thread_id, store.prefix), round(seconds * 1000))
+
+
+async def _close_all(stores: list[Any]) -> None:
+    for store in stores:
+        await store.aclose()
+        await asyncio.to_thread(store.close)
+
+
+@pytest.mark.redis
+class TestRedisStore(_RawRedisHooks):
+    backend_id = "redis"
+
+    @pytest.fixture
+    async def make_store(self, redis_url: str, key_prefix: str) -> AsyncIterator[Any]:
+        self.raw = redis.Redis.from_url(redis_url)
+        stores: list[RedisSessionStateStore] = []
+
+        def make(*, ttl: float = 3600, strict: bool = False) -> RedisSessionStateStore:
+            store = RedisSessionStateStore(redis_url, ttl=ttl, prefix=key_prefix, strict=strict)
+            stores.append(store)
+            return store
+
+        yield make
+        await _close_all(stores)
+        await asyncio.to_thread(self.raw.close)
+
+
+@pytest.mark.cluster
+class TestRedisClusterStore(_RawRedisHooks):
+    backend_id = "cluster"
+
+    @pytest.fixture
+    async def make_store(self, redis_cluster_url: str, key_prefix: str) -> AsyncIterator[Any]:
+        self.raw = await asyncio.to_thread(RedisCluster.from_url, redis_cluster_url)
+        stores: list[RedisClusterSessionStateStore] = []
+
+        def make(*, ttl: float = 3600, strict: bool = False) -> RedisClusterSessionStateStore:
+            store = RedisClusterSessionStateStore(
+                redis_cluster_url, ttl=ttl, prefix=key_prefix, strict=strict)
+            stores.append(store)
+            return store
+
+        yield make
+        await _close_all(stores)
+        await asyncio.to_thread(self.raw.close)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture
+def own_store(throwaway_redis: RedisServer) -> Iterator[RedisSessionStateStore]:
+    store = RedisSessionStateStore(throwaway_redis.url, prefix="fault")
+    yield store
+    store.close()
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records
+            if r.name == "convmem.stores" and r.levelno == logging.WARNING]
+
+
+async def _turn(api: StoreDriver, thread_id: str, question: str) -> int:
+    """One façade-style turn: load (empty when degraded), add the question, save."""
+    return await api.ask(TENANT, thread_id, question)
+
+
+# --------------------------------------------------------------------------- faults
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("mode", MODES)
+async def test_server_killed_mid_session_turns_go_on_then_state_is_saved_again(
+    mode: str, throwaway_redis: RedisServer, own_store: RedisSessionStateStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    api = StoreDriver(own_store, mode)  # type: ignore[arg-type]
+    assert await _turn(api, "t1", "revenue for Northline?") == 1
+    assert await _turn(api, "t1", "only EMEA") == 2
+
+    await asyncio.to_thread(throwaway_redis.kill)
+    with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+        started = time.monotonic()
+        for i in range(5):  # five turns during the outage: none raises
+            assert await api.load(TENANT, "t1") is None
+            assert await api.save(TENANT, "t1", SessionState(turn=1), expected_version=0) == 1
+            assert await _turn(api, "t1", f"outage question {i}") == 1
+        elapsed = time.monotonic() - started
+    assert len(_warnings(caplog)) == 1, "one warning per incident, not per call"
+    assert own_store.stats.degraded == 1
+    assert elapsed < 5.0, f"a dead cache must not stall turns ({elapsed:.2f}s for 15 calls)"
+
+    await asyncio.to_thread(throwaway_redis.restart)
+    # Same store object, no restart of the application: state is saved again.
+    assert await _turn(api, "t1", "after restart") == 1
+    loaded = await api.load(TENANT, "t1")
+    assert loaded is not None and loaded.recent_questions == ("after restart",)
+    assert own_store.stats.degraded == 1
+
+    # A second outage is a second incident.
+    await asyncio.to_thread(throwaway_redis.kill)
+    with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+        assert await api.load(TENANT, "t1") is None
+    assert own_store.stats.degraded == 2
+    assert len(_warnings(caplog)) == 2
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("mode", MODES)
+async def test_frozen_server_times_out_and_degrades(
+    mode: str, throwaway_redis: RedisServer, own_store: RedisSessionStateStore
+) -> None:
+    api = StoreDriver(own_store, mode)  # type: ignore[arg-type]
+    await _turn(api, "t1", "before")
+    assert throwaway_redis.pid is not None
+    os.kill(throwaway_redis.pid, signal.SIGSTOP)  # our own server, by PID
+    try:
+        started = time.monotonic()
+        assert await api.load(TENANT, "t1") is None
+        assert time.monotonic() - started < 2.0  # socket_timeout=0.25, no retries
+        assert own_store.stats.degraded == 1
+    finally:
+        os.kill(throwaway_redis.pid, signal.SIGCONT)
+    loaded = await api.load(TENANT, "t1")
+    assert loaded is not None and loaded.recent_questions == ("before",)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("mode", MODES)
+async def test_strict_store_raises_when_the_server_is_gone(
+    mode: str, throwaway_redis: RedisServer
+) -> None:
+    store = RedisSessionStateStore(throwaway_redis.url, strict=True)
+    api = StoreDriver(store, mode)  # type: ignore[arg-type]
+    try:
+        await asyncio.to_thread(throwaway_redis.kill)
+        with pytest.raises(StateUnavailable):
+            await api.load(TENANT, "t1")
+        with pytest.raises(StateUnavailable):
+            await api.save(TENANT, "t1", rich_state(), expected_version=0)
+        assert store.stats.degraded == 0  # strict raises instead of degrading
+    finally:
+        await store.aclose()
+        await asyncio.to_thread(store.close)
+
+
+@pytest.mark.redis
+@pytest.mark.cluster
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", [RedisSessionStateStore, RedisClusterSessionStateStore])
+async def test_nothing_listening_at_startup_degrades(mode: str, backend: type[Any]) -> None:
+    store = backend(f"redis://127.0.0.1:{free_port()}/0")
+    api = StoreDriver(store, mode)  # type: ignore[arg-type]
+    try:
+        assert await api.load(TENANT, "t1") is None
+        assert await api.save(TENANT, "t1", rich_state(), expected_version=3) == 4
+        await api.delete(TENANT, "t1")
+        assert store.stats.degraded == 1
+    finally:
+        await store.aclose()
+        await asyncio.to_thread(store.close)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("mode", MODES)
+async def test_ten_megabyte_value_is_corrupt_and_replaced(
+    mode: str, redis_url: str, key_prefix: str
+) -> None:
+    store = RedisSessionStateStore(redis_url, prefix=key_prefix)
+    raw = redis.Redis.from_url(redis_url)
+    key = state_key(TENANT, "t1", key_prefix)
+    api = StoreDriver(store, mode)  # type: ignore[arg-type]
+    try:
+        await asyncio.to_thread(raw.set, key, b'{"v":1,"version":3,' + b" " * 10_000_000 + b"}")
+        assert await api.load(TENANT, "t1") is None
+        assert store.stats.degraded == 1
+        assert not await asyncio.to_thread(raw.exists, key), "a corrupt value is discarded"
+        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+        assert await api.load(TENANT, "t1") == rich_state().evolve(version=1)
+    finally:
+        await store.aclose()
+        await asyncio.to_thread(store.close)
+        await asyncio.to_thread(raw.close)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("mode", MODES)
+async def test_value_of_another_redis_type_degrades_and_is_overwritten(
+    mode: str, redis_url: str, key_prefix: str
+) -> None:
+    store = RedisSessionStateStore(redis_url, prefix=key_prefix)
+    raw = redis.Redis.from_url(redis_url)
+    key = state_key(TENANT, "t1", key_prefix)
+    api = StoreDriver(store, mode)  # type: ignore[arg-type]
+    try:
+        await asyncio.to_thread(raw.hset, key, "not", "ours")
+        assert await api.load(TENANT, "t1") is None
+        assert store.stats.degraded == 1
+        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+        assert await api.load(TENANT, "t1") == rich_state().evolve(version=1)
+    finally:
+        await store.aclose()
+        await asyncio.to_thread(store.close)
+        await asyncio.to_thread(raw.close)
+
+
+# --------------------------------------------------------------------------- wire format
+
+
+@pytest.mark.redis
+def test_key_layout_value_format_and_ttl(redis_url: str, key_prefix: str) -> None:
+    store = RedisSessionStateStore(redis_url, prefix=key_prefix, ttl=120)
+    raw = redis.Redis.from_url(redis_url)
+    try:
+        store.save("tenant-a", "thread-1", rich_state(), expected_version=0)
+        key = f"{key_prefix}:v1:state:{{tenant-a:thread-1}}"
+        value = json.loads(raw.get(key) or b"null")
+        assert (value["v"], value["version"]) == (1, 1)
+        assert 110_000 < raw.pttl(key) <= 120_000
+    finally:
+        store.close()
+        raw.close()
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("mode", MODES)
+async def test_cold_script_cache_falls_back_to_eval(
+    mode: str, throwaway_redis: RedisServer, own_store: RedisSessionStateStore
+) -> None:
+    api = StoreDriver(own_store, mode)  # type: ignore[arg-type]
+    raw = redis.Redis.from_url(throwaway_redis.url)
+    try:
+        await asyncio.to_thread(raw.script_flush)  # our own server only
+        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+        assert await asyncio.to_thread(raw.script_exists, *_script_shas()) == [True]
+        assert own_store.stats.degraded == 0
+    finally:
+        await asyncio.to_thread(raw.close)
+        await own_store.aclose()
+
+
+def _script_shas() -> list[str]:
+    from convmem.stores.redis import CAS_SHA
+
+    return [CAS_SHA]
+
+
+# --------------------------------------------------------------------------- listing
+
+
+@pytest.mark.redis
+@pytest.mark.cluster
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+async def test_iter_threads_lists_one_tenant_with_scan(
+    mode: str, backend: str, request: pytest.FixtureRequest, key_prefix: str
+) -> None:
+    url = request.getfixturevalue("redis_url" if backend == "redis" else "redis_cluster_url")
+    cls = RedisSessionStateStore if backend == "redis" else RedisClusterSessionStateStore
+    store = cls(url, prefix=key_prefix)
+    api = StoreDriver(store, mode)  # type: ignore[arg-type]
+    wanted = {f"thread-{i}" for i in range(40)}
+    try:
+        for thread_id in wanted:
+            await api.save("a", thread_id, SessionState(), expected_version=0)
+        await api.save("a*", "glob-tenant", SessionState(), expected_version=0)
+        await api.save("b", "other-tenant", SessionState(), expected_version=0)
+        if mode == "sync":
+            found = await asyncio.to_thread(lambda: set(store.iter_threads("a", count=7)))
+        else:
+            found = {t async for t in store.aiter_threads("a", count=7)}
+        assert found == wanted
+    finally:
+        await store.aclose()
+        await asyncio.to_thread(store.close)
+
+
+@pytest.mark.cluster
+def test_cluster_spreads_one_tenant_over_every_master(
+    redis_cluster_url: str, key_prefix: str
+) -> None:
+    store = RedisClusterSessionStateStore(redis_cluster_url, prefix=key_prefix)
+    raw = RedisCluster.from_url(redis_cluster_url)
+    try:
+        for i in range(30):
+            store.save("one-tenant", f"t{i}", SessionState(), expected_version=0)
+        owners = {raw.get_node_from_key(state_key("one-tenant", f"t{i}", key_prefix)).name
+                  for i in range(30)}
+        assert len(owners) == 3
+    finally:
+        store.close()
+        raw.close()
+
+
+# --------------------------------------------------------------------------- clients
+
+
+@pytest.mark.redis
+async def test_given_clients_are_used_for_their_side_only(redis_url: str, key_prefix: str
+                                                          ) -> None:
+    sync_store = RedisSessionStateStore(redis.Redis.from_url(redis_url), prefix=key_prefix)
+    # driver_info given: otherwise redis-py looks its version up on disk per connection,
+    # a blocking call blockbuster (rightly) reports.
+    async_client = redis.asyncio.Redis.from_url(
+        redis_url, driver_info=DriverInfo(name="redis-py", lib_version=redis.__version__))
+    async_store = RedisSessionStateStore(async_client, prefix=key_prefix)
+    try:
+        await asyncio.to_thread(
+            lambda: sync_store.save(TENANT, "t1", rich_state(), expected_version=0))
+        assert await async_store.aload(TENANT, "t1") == rich_state().evolve(version=1)
+        with pytest.raises(ConfigError, match="sync client"):
+            await sync_store.aload(TENANT, "t1")
+        with pytest.raises(ConfigError, match="async client"):
+            await asyncio.to_thread(async_store.load, TENANT, "t1")
+    finally:
+        await async_client.aclose()
+        await asyncio.to_thread(sync_store._sync_client().close)
+
+
+@pytest.mark.redis
+def test_async_methods_work_across_event_loops(redis_url: str, key_prefix: str) -> None:
+    store = RedisSessionStateStore(redis_url, prefix=key_prefix)
+    asyncio.run(store.asave(TENANT, "t1", rich_state(), expected_version=0))
+    assert asyncio.run(store.aload(TENANT, "t1")) == rich_state().evolve(version=1)
+
+
+@pytest.mark.parametrize("bad", [{"ttl": 0}, {"prefix": "a{b}"}, {"prefix": ""}])
+def test_bad_configuration_is_a_config_error(bad: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        RedisSessionStateStore("redis://127.0.0.1:6379/0", **bad)
+
+
+def test_rejects_what_is_not_a_client() -> None:
+    with pytest.raises(ConfigError, match="redis-py client"):
+        RedisClusterSessionStateStore(redis.Redis())
+
+
+# --------------------------------------------------------------------------- through the façade
+
+
+@pytest.mark.redis
+def test_facade_turns_survive_a_redis_kill(
+    throwaway_redis: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session driven through SessionMemory keeps answering while its cache is dead."""
+    from datetime import date
+    from pathlib import Path
+
+    from convmem import SessionMemory, TurnContext, load_domain
+
+    domain = load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm.json")
+    store = RedisSessionStateStore(throwaway_redis.url, prefix=f"facade{os.getpid()}")
+    mem = SessionMemory(domain, store=store, tenant="acme")
+    today = date(2026, 11, 30)
+    mem.begin_turn("t", "Pull up Brightwater Farms.", today=today)
+    mem.record_tool("t", "lookup_customer", {}, {"ok": True, "data": {"id": "C-1080", "name": "Brightwater Farms"}})
+    mem.end_turn("t")
+    ctx = mem.begin_turn("t", "Who's their rep?", today=today)
+    assert isinstance(ctx, TurnContext) and ctx.rewritten == "Who's Brightwater Farms's rep?"
+    mem.end_turn("t")
+
+    throwaway_redis.kill()
+    with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+        for q in ("What did they order last quarter?", "Briefly.", "Who's their rep?"):
+            ctx = mem.begin_turn("t", q, today=today)  # no exception reaches the caller
+            assert isinstance(ctx, TurnContext)
+            assert ctx.state.focus is None  # the state came back empty: one repeated question
+            mem.end_turn("t")
+    assert store.stats.degraded == 1
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING and r.name == "convmem.stores"]) == 1
+
+    throwaway_redis.restart()
+    mem.begin_turn("t", "Pull up Brightwater Farms.", today=today)
+    mem.end_turn("t")
+    state = mem.get_state("t")
+    assert state is not None and state.focus is not None and state.focus.id == "C-1080"
