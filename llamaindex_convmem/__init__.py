@@ -3,6 +3,7 @@
 from llamaindex_convmem.block import SESSION_BLOCK_TEMPLATE, SessionStateBlock
 from llamaindex_convmem.engine import ConvMemChatEngine
 from llamaindex_convmem.memory import ConvMemMemory
+from llamaindex_convmem.resolver import LLMResolver
 from llamaindex_convmem.tools import ConvMemTool, wrap_tools
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "ConvMemChatEngine",
     "ConvMemMemory",
     "ConvMemTool",
+    "LLMResolver",
     "SessionStateBlock",
     "wrap_tools",
 ]

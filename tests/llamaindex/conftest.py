@@ -1,7 +1,8 @@
 """Fixtures for the LlamaIndex adapter tests.
 
-The autouse ``blockbuster`` fixture is local until ``convmem.testing.pytest_plugin``
-(which provides the same fixture project-wide) lands in this branch.
+``_convmem_blockbuster`` overrides the plugin's fixture of the same name for this
+directory only: the same check, plus one exemption for a blocking call inside
+LlamaIndex itself (see below), so our own code is still checked on every path.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ TODAY = datetime(2026, 11, 30, 12, 0)
 
 
 @pytest.fixture(autouse=True)
-def _blockbuster(request: pytest.FixtureRequest) -> Iterator[None]:
+def _convmem_blockbuster(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail any coroutine test that blocks the event loop."""
     if inspect.iscoroutinefunction(request.function):
         with blockbuster_ctx() as bb:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from li_helpers import roles_and_text
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ToolCallBlock
 from llama_index.core.llms import ChatMessage
@@ -15,6 +14,7 @@ from llama_index.core.tools import FunctionTool
 from convmem.session import SessionMemory
 from llamaindex_convmem import ConvMemMemory, wrap_tools
 from llamaindex_convmem.memory import CLARIFY_INSTRUCTION
+from tests.llamaindex.li_helpers import roles_and_text
 
 SYSTEM = "You are a CRM assistant. Use the tools."
 

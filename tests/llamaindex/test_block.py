@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from li_helpers import CountingLLM, roles_and_text
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import Memory, StaticMemoryBlock
@@ -11,6 +10,7 @@ from llama_index.core.memory import Memory, StaticMemoryBlock
 from convmem.errors import ConfigError
 from convmem.session import SessionMemory
 from llamaindex_convmem import SESSION_BLOCK_TEMPLATE, SessionStateBlock
+from tests.llamaindex.li_helpers import CountingLLM, roles_and_text
 
 
 def _memory(session: SessionMemory, **kw: object) -> Memory:

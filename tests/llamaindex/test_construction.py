@@ -7,7 +7,6 @@ import warnings
 
 import pytest
 from blockbuster import BlockingError
-from li_helpers import CountingLLM, RecordingRetriever
 from llama_index.core.chat_engine import ContextChatEngine
 from llama_index.core.tools import FunctionTool
 
@@ -20,6 +19,7 @@ from llamaindex_convmem import (
     SessionStateBlock,
     wrap_tools,
 )
+from tests.llamaindex.li_helpers import CountingLLM, RecordingRetriever
 
 
 def _tool(x: int) -> int:

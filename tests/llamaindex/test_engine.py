@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from li_helpers import CountingLLM, RecordingRetriever, roles_and_text
 from llama_index.core.chat_engine import (
     CondensePlusContextChatEngine,
     ContextChatEngine,
@@ -16,6 +15,7 @@ from llama_index.core.chat_engine.types import BaseChatEngine
 from convmem.errors import ConfigError
 from convmem.session import SessionMemory
 from llamaindex_convmem import ConvMemChatEngine, ConvMemMemory
+from tests.llamaindex.li_helpers import CountingLLM, RecordingRetriever, roles_and_text
 
 SUMMIT = "How is Summit doing?"
 

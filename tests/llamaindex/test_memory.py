@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from li_helpers import CountingLLM, RecordingRetriever, roles_and_text
 from llama_index.core.chat_engine import (
     CondensePlusContextChatEngine,
     ContextChatEngine,
@@ -17,6 +16,7 @@ from convmem.errors import ConfigError
 from convmem.session import SessionMemory
 from llamaindex_convmem import ConvMemMemory
 from llamaindex_convmem.memory import CLARIFY_INSTRUCTION
+from tests.llamaindex.li_helpers import CountingLLM, RecordingRetriever, roles_and_text
 
 SYSTEM = "You are a CRM assistant."
 BRIGHTWATER_BLOCK = (
