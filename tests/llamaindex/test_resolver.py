@@ -1,0 +1,107 @@
+"""LLMResolver with a scripted CustomLLM that returns fixed JSON (MockLLM would echoes its
+prompt, so it would always fall back)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llama_index.core.base.llms.types import (
+    CompletionResponse,
+    CompletionResponseGen,
+    LLMMetadata,
+)
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.llms.custom import CustomLLM
+
+from convmem.domain import Domain
+from convmem.session import SessionMemory, TurnContext
+from llamaindex_convmem import LLMResolver
+from tests.llamaindex.conftest import TODAY
+
+
+class ScriptedLLM(CustomLLM):
+    """Returns the scripted replies in order and records the prompts it got."""
+
+    replies: list[str] = Field(default_factory=list)
+    prompts: list[str] = Field(default_factory=list)
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="scripted")
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.prompts.append(prompt)
+        return CompletionResponse(text=self.replies.pop(0))
+
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
+        raise NotImplementedError("not used by structured_predict")
+
+
+def _reply(rewritten: str, entities: list[str], refers_back: bool) -> str:
+    return json.dumps({
+        "rewritten": rewritten, "entities": entities, "filters": {}, "clear_filters": [],
+        "format": None, "refers_back": refers_back,
+    })
+
+
+def _session(crm: Domain, llm: ScriptedLLM) -> tuple[SessionMemory, LLMResolver]:
+    resolver = LLMResolver(llm)
+    return SessionMemory(crm, resolver=resolver, clock=lambda: TODAY), resolver
+
+
+def test_llm_rewrite_is_used(crm: Domain) -> None:
+    llm = ScriptedLLM(replies=[
+        _reply("Pull up Brightwater Farms.", ["Brightwater Farms"], False),
+        _reply("Who is the account rep for Brightwater Farms?", [], True),
+    ])
+    session, resolver = _session(crm, llm)
+    session.begin_turn("t", "Pull up Brightwater Farms.")
+    session.end_turn("t")
+    started = session.begin_turn("t", "Who's their rep?")
+    assert isinstance(started, TurnContext)
+    assert started.rewritten == "Who is the account rep for Brightwater Farms?"
+    assert started.state.focus is not None and started.state.focus.id == "C-1080"
+    assert "Current focus: customer 'Brightwater Farms'" in llm.prompts[-1]
+    assert resolver.failures == 0
+
+
+def test_garbage_falls_back_to_rules(crm: Domain) -> None:
+    llm = ScriptedLLM(replies=[
+        _reply("Pull up Brightwater Farms.", ["Brightwater Farms"], False),
+        "I am not JSON at all",
+    ])
+    session, resolver = _session(crm, llm)
+    session.begin_turn("t", "Pull up Brightwater Farms.")
+    session.end_turn("t")
+    started = session.begin_turn("t", "Who's their rep?")
+    assert isinstance(started, TurnContext)
+    assert started.rewritten == "Who's Brightwater Farms's rep?"
+    assert resolver.failures == 1
+
+
+def test_invalid_filter_falls_back(crm: Domain) -> None:
+    bad = json.loads(_reply("Orders in Narnia?", [], False))
+    bad["filters"] = {"region": "narnia"}
+    session, resolver = _session(crm, ScriptedLLM(replies=[json.dumps(bad)]))
+    started = session.begin_turn("t", "Show open orders in EMEA.")
+    assert isinstance(started, TurnContext)
+    assert resolver.failures == 1
+    assert started.state.filters["region"].value == "emea"
+
+
+async def test_async_path(crm: Domain) -> None:
+    llm = ScriptedLLM(replies=[
+        _reply("How is Summit doing?", ["Summit"], False),
+        _reply("How is Summit Outdoor GmbH doing?", ["Summit Outdoor GmbH"], False),
+    ])
+    session, resolver = _session(crm, llm)
+    first = await session.abegin_turn("t", "How is Summit doing?")
+    assert not isinstance(first, TurnContext)  # two Summits: a clarification
+    await session.aend_turn("t")
+    second = await session.abegin_turn("t", "Munich.")
+    assert isinstance(second, TurnContext)
+    assert second.state.focus is not None and second.state.focus.id == "C-1061"
+    assert resolver.failures == 0
