@@ -48,21 +48,21 @@ TENANT = "acme"
 def rich_state(turn: int = 3) -> SessionState:
     """A state using every slot, so a codec or store that drops a field is caught."""
     return SessionState(
-        focus=Focus("customer", "C-40112", "Northline Foods", "confirmed"),
-        filters={"region": FilterValue("EMEA", 2), "period": FilterValue("2024-Q3", 3)},
+        focus=Focus("project", "C-40112", "Alder Works", "confirmed"),
+        filters={"stage": FilterValue("beta", 2), "period": FilterValue("2024-Q3", 3)},
         format="table",
-        recent_questions=("revenue for Northline?", "only EMEA", "and in Q3?"),
+        recent_questions=("revenue for Alder?", "only beta", "and in Q3?"),
         turn=turn,
         pending=PendingClarification(
-            question="show Northline",
-            prompt="Which Northline?",
+            question="show Alder",
+            prompt="Which Alder?",
             options=(
-                Option("customer", "C-40112", "Northline Foods", {"city": "Toronto"}),
-                Option("customer", "C-51800", "Northline Foods", {"city": "Leeds"}),
+                Option("project", "C-40112", "Alder Works", {"city": "Toronto"}),
+                Option("project", "C-51800", "Alder Works", {"city": "Leeds"}),
             ),
-            mention="Northline",
+            mention="Alder",
         ),
-        last_rewrite="revenue for Northline Foods in EMEA, 2024-Q3",
+        last_rewrite="revenue for Alder Works in beta, 2024-Q3",
     )
 
 

@@ -165,7 +165,7 @@ class TranscriptStoreSpec:
     # ------------------------------------------------------------ ordering and concurrency
 
     def test_order_of_many_messages(self, api: Api, tenant: str) -> None:
-        th = api.create_thread(tenant, title="order")
+        th = api.create_thread(tenant, title="ordering")
         texts = [f"message {i}" for i in range(7)]
         for i, text in enumerate(texts):
             api.append(tenant, th.id, user(text) if i % 2 == 0 else bot(text))
