@@ -85,6 +85,9 @@ end
 return 0
 """
 
+#: How many of our own last writes a store remembers to skip decoding them on load.
+_RECENT_SIZE = 1024
+
 CAS_SHA = hashlib.sha1(CAS_SCRIPT.encode()).hexdigest()
 DISCARD_SHA = hashlib.sha1(DISCARD_SCRIPT.encode()).hexdigest()
 _SCRIPTS = {CAS_SHA: CAS_SCRIPT, DISCARD_SHA: DISCARD_SCRIPT}
@@ -160,6 +163,7 @@ class _RedisStoreBase:
         self._client: Any = None  # sync client
         self._aclient: Any = None  # async client
         self._aloop: asyncio.AbstractEventLoop | None = None
+        self._recent: dict[str, tuple[bytes, SessionState]] = {}
         self._owns_clients = isinstance(client_or_url, str)
         if isinstance(client_or_url, str):
             self._url = client_or_url
@@ -282,11 +286,23 @@ class _RedisStoreBase:
     def _key(self, tenant: str, thread_id: str) -> str:
         return state_key(tenant, thread_id, self.prefix)
 
+    def _remember(self, key: str, payload: bytes, state: SessionState) -> None:
+        """Keep what we just wrote, so the next turn's load can skip decoding it."""
+        self._recent[key] = (payload, state)
+        if len(self._recent) > _RECENT_SIZE:
+            self._recent.pop(next(iter(self._recent), key), None)  # oldest first
+
     def _load_steps(self, key: str) -> Steps[SessionState | None]:
         raw = yield ("GET", key)
         if raw is None:
             self._incidents.succeeded()
             return None
+        recent = self._recent.get(key)
+        if recent is not None and recent[0] == raw:
+            # Byte-identical to our own last save (the common case: the next turn of a
+            # thread lands on the same process); states are immutable, so share it.
+            self._incidents.succeeded()
+            return recent[1]
         try:
             state = decode_state(raw)
         except CorruptState as exc:
@@ -300,7 +316,8 @@ class _RedisStoreBase:
         self, key: str, state: SessionState, expected_version: int
     ) -> Steps[int]:
         new_version = expected_version + 1
-        payload = encode_state(state.evolve(version=new_version))
+        stamped = state.evolve(version=new_version)
+        payload = encode_state(stamped)
         if len(payload) > MAX_STATE_BYTES:
             # It would not load back; keep the previous value rather than write junk.
             self._incidents.failed("save", key, CorruptState(
@@ -314,9 +331,11 @@ class _RedisStoreBase:
         if not won:
             self.stats.conflicts += 1
             raise VersionConflict(key, expected_version, version)
+        self._remember(key, payload, stamped)
         return version
 
     def _delete_steps(self, key: str) -> Steps[None]:
+        self._recent.pop(key, None)
         yield ("DEL", key)
         self._incidents.succeeded()
 
