@@ -5,20 +5,23 @@
 
 Append cost is the median of the 50 appends around each mark (10, 1,000 and
 10,000 messages in the thread); ``append_10000_over_10`` should stay near 1 (an
-append is an indexed lock + insert whatever the thread length). The floor is the
-cheapest possible append on the same PostgreSQL through the same driver and pool:
-one transaction holding one INSERT and one SELECT (BEGIN, INSERT, SELECT, COMMIT).
-It is timed right after each measured append, interleaved, so load from other
-processes hits both alike; ``append_over_floor`` is our append at the last mark
-over the floor timed beside it. Active-path reads fetch a 50-message path from a
+append is an indexed lock + insert whatever the thread length). One thread per
+mark is filled (in batches) to 25 messages short of it, then the three threads
+take one append each in turn, so a burst of load from other processes hits every
+mark alike. The floor is the cheapest possible append on the same PostgreSQL
+through the same driver (psycopg 3) and pool settings: one transaction holding one
+INSERT and one SELECT (BEGIN, INSERT, SELECT, COMMIT), timed right after each
+measured append; ``append_over_floor`` is our append at the last mark over the
+floor timed beside it. Active-path reads fetch a 50-message path from a
 100-message and from a 10,000-message tree with 100 branches, the two reads
 alternating; ``path_10000_over_100`` should stay near 1 (cost follows depth).
-Each figure is the median over ``--runs`` runs (fresh database each run).
+Each figure is the median over ``--runs`` runs (fresh databases each run).
 
-Peers on the same PostgreSQL, when installed (``pip install convmem[bench]``):
-langchain-postgres ``PostgresChatMessageHistory`` to 10,000 messages, and
-llama-index ``PostgresChatStore`` to 2,000 only (it rewrites its whole row on every
-append; the 10,000 figure is extrapolated linearly and printed as such).
+Peers on the same PostgreSQL, when installed (``pip install convmem[bench]``),
+measured the same way: langchain-postgres ``PostgresChatMessageHistory`` to 10,000
+messages, and llama-index ``PostgresChatStore`` to 2,000 only (it rewrites its
+whole row on every append; its 10,000 figure is the least-squares line through its
+marks, extrapolated, and printed as such).
 PostgreSQL comes from ``DATABASE_URL`` (default the local server); the benchmark
 creates its own databases and drops them.
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -81,26 +85,46 @@ class Floor:
         self.engine.dispose()
 
 
-def append_curve(
-    store: TranscriptStore, marks: list[int], window: int, floor: Floor | None
+Appender = Callable[[int], object]
+
+
+def interleaved_curve(
+    make: Callable[[int], Appender], marks: list[int], window: int, floor: Floor | None
 ) -> dict[str, float]:
-    """Median append time (ms) around each mark of thread length, and the floor beside it."""
-    th = store.create_thread("bench")
+    """Median append time (ms) around each mark, marks taking turns, the floor beside each.
+
+    ``make(n)`` returns an appender for a fresh thread already holding ``n`` messages.
+    """
+    appenders = {m: make(max(0, m - window // 2)) for m in marks}
     appends: dict[int, list[float]] = {m: [] for m in marks}
     floors: dict[int, list[float]] = {m: [] for m in marks}
-    windows = {m: range(max(0, m - window // 2), max(0, m - window // 2) + window) for m in marks}
-    for i in range(max(marks) + window // 2):
-        msg = NewMessage(role="user" if i % 2 == 0 else "assistant", content=f"message {i}")
-        took = _ms(lambda m=msg: store.append("bench", th.id, m))
-        for mark, span in windows.items():
-            if i in span:
-                appends[mark].append(took)
-                if floor is not None:
-                    floors[mark].append(floor.once())
+    for i in range(window):
+        for mark, append in appenders.items():
+            appends[mark].append(_ms(lambda a=append, i=i: a(i)))
+            if floor is not None:
+                floors[mark].append(floor.once())
     out = {f"append_{m}_ms": statistics.median(appends[m]) for m in marks}
     if floor is not None:
         out.update({f"floor_{m}_ms": statistics.median(floors[m]) for m in marks})
     return out
+
+
+def convmem_thread(store: TranscriptStore) -> Callable[[int], Appender]:
+    """Threads of ``store`` pre-filled in batches; the appender adds one message."""
+
+    def make(n: int) -> Appender:
+        tid = store.create_thread("bench").id
+        fill = [
+            NewMessage(role="user" if i % 2 == 0 else "assistant", content=f"message {i}")
+            for i in range(n)
+        ]
+        for k in range(0, n, 500):
+            store.append("bench", tid, fill[k : k + 500])
+        return lambda i: store.append(
+            "bench", tid, NewMessage(role="user" if i % 2 == 0 else "assistant", content=f"m{i}")
+        )
+
+    return make
 
 
 def build_tree(store: TranscriptStore, size: int, branches: int, depth: int) -> str:
@@ -159,7 +183,7 @@ def scratch_postgres() -> Iterator[str]:
 
 
 def peer_langchain(url: str, marks: list[int], window: int) -> dict[str, Any]:
-    """langchain-postgres PostgresChatMessageHistory, same marks."""
+    """langchain-postgres PostgresChatMessageHistory, same marks, same interleaving."""
     try:
         import psycopg
         from langchain_core.messages import HumanMessage
@@ -169,19 +193,21 @@ def peer_langchain(url: str, marks: list[int], window: int) -> dict[str, Any]:
     dsn = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     conn = psycopg.connect(dsn)
     PostgresChatMessageHistory.create_tables(conn, "lc_bench")
-    hist = PostgresChatMessageHistory("lc_bench", str(uuid.uuid4()), sync_connection=conn)
-    timings = []
-    for i in range(max(marks) + window // 2):
-        timings.append(_ms(lambda i=i: hist.add_messages([HumanMessage(content=f"m{i}")])))
-    conn.close()
-    return {
-        f"append_{m}_ms": statistics.median(timings[max(0, m - window // 2) :][:window])
-        for m in marks
-    }
+
+    def make(n: int) -> Appender:
+        hist = PostgresChatMessageHistory("lc_bench", str(uuid.uuid4()), sync_connection=conn)
+        for k in range(0, n, 500):
+            hist.add_messages([HumanMessage(content=f"m{i}") for i in range(k, min(n, k + 500))])
+        return lambda i: hist.add_messages([HumanMessage(content=f"m{i}")])
+
+    try:
+        return interleaved_curve(make, marks, window, None)
+    finally:
+        conn.close()
 
 
 def peer_llamaindex(url: str, marks: list[int], limit: int, window: int) -> dict[str, Any]:
-    """llama-index PostgresChatStore up to ``limit`` messages, extrapolated to the last mark."""
+    """llama-index PostgresChatStore at the marks up to ``limit``, extrapolated to the last."""
     try:
         from llama_index.core.llms import ChatMessage
         from llama_index.storage.chat_store.postgres import PostgresChatStore
@@ -191,21 +217,22 @@ def peer_llamaindex(url: str, marks: list[int], limit: int, window: int) -> dict
         uri=sa.make_url(url).set(drivername="postgresql+psycopg").render_as_string(False),
         table_name="li_bench",
     )
-    key = str(uuid.uuid4())
-    timings = []
-    for i in range(limit):
-        timings.append(_ms(lambda i=i: store.add_message(key, ChatMessage(content=f"m{i}"))))
-    first = statistics.median(timings[:window])
-    last = statistics.median(timings[-window:])
-    slope = (last - first) / max(1, limit - window)
-    out: dict[str, Any] = {
-        f"append_{m}_ms": statistics.median(timings[max(0, m - window // 2) :][:window])
-        for m in marks
-        if m + window // 2 <= limit
-    }
-    out[f"append_{limit}_ms"] = last
-    out[f"append_{marks[-1]}_ms_extrapolated"] = last + slope * (marks[-1] - limit)
-    out["note"] = f"* measured to {limit:,}; the {marks[-1]:,} figure is a linear extrapolation"
+
+    def make(n: int) -> Appender:
+        key = str(uuid.uuid4())
+        store.set_messages(key, [ChatMessage(content=f"m{i}") for i in range(n)])
+        return lambda i: store.add_message(key, ChatMessage(content=f"m{i}"))
+
+    measured = sorted({*(m for m in marks if m < limit), limit})
+    out: dict[str, Any] = interleaved_curve(make, measured, window, None)
+    xs = [float(m) for m in measured]
+    ys = [out[f"append_{m}_ms"] for m in measured]
+    slope, intercept = statistics.linear_regression(xs, ys)
+    out[f"append_{marks[-1]}_ms_extrapolated"] = intercept + slope * marks[-1]
+    out["note"] = (
+        f"* measured to {limit:,}; the {marks[-1]:,} figure extrapolates the line through "
+        f"{', '.join(f'{m:,}' for m in measured)}"
+    )
     return out
 
 
@@ -216,7 +243,7 @@ def measure(url: str, floor: Floor | None, smoke: bool) -> dict[str, float]:
     store = TranscriptStore(url, retention=POLICY)
     try:
         store.migrate()
-        r = append_curve(store, marks, 10 if smoke else 50, floor)
+        r = interleaved_curve(convmem_thread(store), marks, 10 if smoke else 50, floor)
         r.update(path_reads(store, sizes, 50, 10 if smoke else 50))
     finally:
         store.close()
@@ -316,6 +343,8 @@ def main() -> int:
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--runs", type=int, default=None, help="runs to take medians of")
     args = parser.parse_args()
+    # a plain `kill` still drops the scratch databases (finally blocks run on SystemExit)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     runs = args.runs if args.runs is not None else (1 if args.smoke else 3)
     if runs < 1:
         parser.error("--runs: at least 1")
