@@ -181,13 +181,31 @@ def _sha256(data: bytes) -> str:
 # ---------------------------------------------------------------- shared steps
 
 
+# Hot-path statements built once: their cache keys are memoized on the objects, so
+# executing them skips SQLAlchemy's per-call statement building and key generation.
+_THREAD_WHERE = (
+    THREADS.c.id == sa.bindparam("b_thread_id"),
+    THREADS.c.tenant == sa.bindparam("b_tenant"),
+)
+_LOCK_THREAD = sa.select(THREADS).where(*_THREAD_WHERE).with_for_update()
+_TAKE_SEQ = {
+    move: sa.update(THREADS)
+    .where(*_THREAD_WHERE)
+    .values(
+        next_seq=THREADS.c.next_seq + sa.bindparam("b_n"),
+        updated_at=sa.bindparam("b_now"),
+        **({"active_leaf": sa.bindparam("b_leaf")} if move else {}),
+    )
+    .returning(THREADS.c.next_seq)
+    for move in (False, True)
+}
+_INSERT_MESSAGES = sa.insert(MESSAGES)
+_INSERT_SEARCH = sa.insert(SEARCH)
+
+
 def lock_thread(tenant: str, thread_id: str) -> Op[Mapping[str, Any]]:
     """Lock the thread row (PostgreSQL ``FOR UPDATE``) and return it."""
-    res = yield (
-        sa.select(THREADS)
-        .where(THREADS.c.id == thread_id, THREADS.c.tenant == tenant)
-        .with_for_update()
-    )
+    res = yield (_LOCK_THREAD, {"b_thread_id": thread_id, "b_tenant": tenant})
     row = res.mappings().first()
     if row is None:
         raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
@@ -341,10 +359,10 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
     """Insert message rows and their search-index rows."""
     # one row: a plain execute (psycopg's executemany pipelines, slower for one row)
     if rows:
-        yield (sa.insert(MESSAGES), rows[0] if len(rows) == 1 else list(rows))
+        yield (_INSERT_MESSAGES, rows[0] if len(rows) == 1 else list(rows))
     search = _search_rows(rows)
     if search:
-        yield (sa.insert(SEARCH), search[0] if len(search) == 1 else search)
+        yield (_INSERT_SEARCH, search[0] if len(search) == 1 else search)
 
 
 # PostgreSQL takes a whole chain in ONE statement (one round trip between BEGIN and
@@ -528,14 +546,15 @@ def insert_chain(
             parent = (yield from lock_thread(tenant, thread_id))["active_leaf"]
         else:
             parent = parent_id
-        values: dict[str, Any] = {"next_seq": THREADS.c.next_seq + len(rows), "updated_at": now}
-        if move_leaf:
-            values["active_leaf"] = rows[-1]["id"]
         res = yield (
-            sa.update(THREADS)
-            .where(THREADS.c.id == thread_id, THREADS.c.tenant == tenant)
-            .values(**values)
-            .returning(THREADS.c.next_seq)
+            _TAKE_SEQ[move_leaf],
+            {
+                "b_thread_id": thread_id,
+                "b_tenant": tenant,
+                "b_n": len(rows),
+                "b_now": now,
+                "b_leaf": rows[-1]["id"],
+            },
         )
         next_seq = res.scalar()
         if next_seq is None:
