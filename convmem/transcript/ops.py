@@ -234,20 +234,21 @@ def get_message(tenant: str, thread_id: str, message_id: str) -> Op[Message]:
     return to_message(row)
 
 
-def path_statement(tenant: str, thread_id: str, from_message: str | None) -> sa.Select[Any]:
-    """ONE statement: the path from a message (default: the active leaf) to the root.
+def _path_statement(from_active_leaf: bool) -> sa.Select[Any]:
+    """ONE statement: the path from a message (or the active leaf) to the root.
 
     A recursive CTE whose anchor is the thread row left-joined to its start message,
     so the single result also tells "no such thread" (no row) from "empty path" (one
     row of NULLs). Each step is a primary-key lookup, so cost grows with depth and
-    not with the size of the tree.
+    not with the size of the tree. Parameters: ``b_thread_id``, ``b_tenant`` and,
+    unless it starts at the active leaf, ``b_from``.
     """
     t, m = THREADS, MESSAGES
-    start = t.c.active_leaf if from_message is None else sa.literal(from_message)
+    start = t.c.active_leaf if from_active_leaf else sa.bindparam("b_from", type_=sa.String)
     anchor = (
         sa.select(t.c.archived_seq.label("archived_seq"), *[m.c[c] for c in MSG_COLS])
         .select_from(t.outerjoin(m, sa.and_(m.c.id == start, m.c.thread_id == t.c.id)))
-        .where(t.c.id == thread_id, t.c.tenant == tenant)
+        .where(*_THREAD_WHERE)
     )
     path = anchor.cte("convmem_path", recursive=True)
     step = m.alias("step")
@@ -259,11 +260,20 @@ def path_statement(tenant: str, thread_id: str, from_message: str | None) -> sa.
     return sa.select(path).order_by(path.c.seq)
 
 
+# Built once (see _LOCK_THREAD): building this CTE cost more than running it.
+_PATH_FROM_LEAF = _path_statement(from_active_leaf=True)
+_PATH_FROM_MESSAGE = _path_statement(from_active_leaf=False)
+
+
 def read_path(
     tenant: str, thread_id: str, from_message: str | None = None, *, include_archived: bool = True
 ) -> Op[list[Message]]:
     """The path as records (root first)."""
-    res = yield path_statement(tenant, thread_id, from_message)
+    params = {"b_thread_id": thread_id, "b_tenant": tenant}
+    if from_message is None:
+        res = yield (_PATH_FROM_LEAF, params)
+    else:
+        res = yield (_PATH_FROM_MESSAGE, {**params, "b_from": from_message})
     rows = res.mappings().all()
     if not rows:
         raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
