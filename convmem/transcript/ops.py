@@ -74,9 +74,27 @@ from convmem.transcript.records import (
 )
 
 T = TypeVar("T")
-# A step is a statement, or (statement, parameter rows) for a cached executemany.
+
+
+@dataclass(frozen=True, slots=True)
+class Alone:
+    """A step that is the whole operation: its first and only statement.
+
+    One statement is atomic on its own, so the store may run it outside an explicit
+    transaction (PostgreSQL autocommit: one round trip instead of BEGIN, statement,
+    COMMIT). The store refuses an operation that yields anything after it.
+    """
+
+    statement: Executable
+    params: Mapping[str, Any]
+
+
+# A step is a statement, or (statement, parameter rows) for a cached executemany, or
+# an ``Alone`` statement.
 Step = Union[  # noqa: UP007
-    Executable, tuple[Executable, Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]]  # noqa: UP007
+    Executable,
+    tuple[Executable, Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]],  # noqa: UP007
+    Alone,
 ]
 Op = Generator[Step, Any, T]
 
@@ -484,8 +502,12 @@ def _pg_insert_chain(
     *,
     move_leaf: bool,
     turn_id: str | None,
+    alone: bool,
 ) -> Op[tuple[int, str | None]]:
-    """Run ``_PG_INSERT_CHAIN``; returns (first seq, parent of the first message)."""
+    """Run ``_PG_INSERT_CHAIN`` (as an ``Alone`` step if ``alone``).
+
+    Returns (first seq, parent of the first message).
+    """
     payload = [
         {
             "i": r["seq"],
@@ -503,22 +525,20 @@ def _pg_insert_chain(
     ]
     search = [{"message_id": s["message_id"], "body": s["body"]} for s in _search_rows(rows)]
     follow = isinstance(parent_id, _Active)
-    res = yield (
-        _PG_INSERT_CHAIN,
-        {
-            "thread_id": thread_id,
-            "tenant": tenant,
-            "n": len(rows),
-            "now": now,
-            "move_leaf": move_leaf,
-            "last_id": rows[-1]["id"],
-            "follow_leaf": follow,
-            "parent_id": None if follow else parent_id,
-            "turn_id": turn_id,
-            "rows": json.dumps(payload),
-            "search": json.dumps(search),
-        },
-    )
+    params = {
+        "thread_id": thread_id,
+        "tenant": tenant,
+        "n": len(rows),
+        "now": now,
+        "move_leaf": move_leaf,
+        "last_id": rows[-1]["id"],
+        "follow_leaf": follow,
+        "parent_id": None if follow else parent_id,
+        "turn_id": turn_id,
+        "rows": json.dumps(payload),
+        "search": json.dumps(search),
+    }
+    res = yield (Alone(_PG_INSERT_CHAIN, params) if alone else (_PG_INSERT_CHAIN, params))
     row = res.first()
     if row is None:
         raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
@@ -535,20 +555,31 @@ def insert_chain(
     move_leaf: bool,
     turn_id: str | None = None,
     copy_of: Sequence[str | None] | None = None,
+    whole_op: bool = False,
 ) -> Op[list[Message]]:
     """Append ``messages`` as a chain under ``parent_id`` (``ACTIVE``: the active leaf).
 
     Locks the thread row itself (a caller holding the lock already may call it too).
-    An explicit ``parent_id`` must have been checked by the caller.
+    An explicit ``parent_id`` must have been checked by the caller. ``whole_op``:
+    nothing precedes or follows in the operation, so on PostgreSQL a chain without
+    attachments is one ``Alone`` statement.
     """
     if not messages:
         yield from lock_thread(tenant, thread_id)
         return []
     now = ctx.now()
     rows, blobs = _chain_rows(tenant, thread_id, messages, now, turn_id, copy_of)
+    refs = attachment_refs(r["parts"] for r in rows)
     if ctx.dialect == "postgresql":
         first_seq, parent = yield from _pg_insert_chain(
-            tenant, thread_id, parent_id, rows, now, move_leaf=move_leaf, turn_id=turn_id
+            tenant,
+            thread_id,
+            parent_id,
+            rows,
+            now,
+            move_leaf=move_leaf,
+            turn_id=turn_id,
+            alone=whole_op and not refs,
         )
     else:
         # SQLite: the write transaction (BEGIN IMMEDIATE) is the lock; statements are cheap.
@@ -573,7 +604,7 @@ def insert_chain(
     rows[0]["parent_id"] = parent
     for i, r in enumerate(rows):
         r["seq"] = first_seq + i
-    yield from add_attachment_refs(ctx, tenant, attachment_refs(r["parts"] for r in rows), blobs)
+    yield from add_attachment_refs(ctx, tenant, refs, blobs)
     if ctx.dialect != "postgresql":
         yield from insert_message_rows(ctx, rows)
     return [to_message(r) for r in rows]
@@ -697,7 +728,11 @@ def append(
 ) -> Op[list[Message]]:
     """Append to the active leaf (one linear path under concurrency) or under a parent."""
     if isinstance(parent_id, _Active):
-        return (yield from insert_chain(ctx, tenant, thread_id, ACTIVE, messages, move_leaf=True))
+        return (
+            yield from insert_chain(
+                ctx, tenant, thread_id, ACTIVE, messages, move_leaf=True, whole_op=True
+            )
+        )
     yield from lock_thread(tenant, thread_id)
     if parent_id is not None:
         yield from get_message(tenant, thread_id, parent_id)

@@ -96,24 +96,39 @@ def _sqlite_setup(engine: sa.Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def _drive(execute: Callable[..., Any], op: ops.Op[T]) -> T:
-    """Run a statement generator with a synchronous ``execute``."""
+def _execute(execute: Callable[..., T], step: ops.Step) -> T:
+    if isinstance(step, ops.Alone):
+        return execute(step.statement, step.params)
+    return execute(*step) if isinstance(step, tuple) else execute(step)
+
+
+def _after_alone(op: ops.Op[Any]) -> None:
+    op.close()
+    raise RuntimeError("an operation yielded a statement after its Alone step")
+
+
+def _drive(execute: Callable[..., Any], op: ops.Op[T], step: ops.Step, alone: bool) -> T:
+    """Run a statement generator, whose first step is ``step``, with a synchronous ``execute``."""
     try:
-        step = next(op)
         while True:
-            step = op.send(execute(*step) if isinstance(step, tuple) else execute(step))
+            step = op.send(_execute(execute, step))
+            if alone:
+                _after_alone(op)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
         op.close()
 
 
-async def _adrive(execute: Callable[..., Coroutine[Any, Any, Any]], op: ops.Op[T]) -> T:
-    """Run a statement generator with an awaitable ``execute``."""
+async def _adrive(
+    execute: Callable[..., Coroutine[Any, Any, Any]], op: ops.Op[T], step: ops.Step, alone: bool
+) -> T:
+    """Run a statement generator, whose first step is ``step``, with an awaitable ``execute``."""
     try:
-        step = next(op)
         while True:
-            step = op.send(await (execute(*step) if isinstance(step, tuple) else execute(step)))
+            step = op.send(await _execute(execute, step))
+            if alone:
+                _after_alone(op)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
@@ -161,23 +176,41 @@ class TranscriptStore:
 
     # ------------------------------------------------------------ plumbing
 
+    def _alone(self, step: ops.Step) -> bool:
+        """Run this first step without BEGIN/COMMIT (PostgreSQL; SQLite keeps its lock)."""
+        return isinstance(step, ops.Alone) and self.dialect == "postgresql"
+
     def _run(self, op: ops.Op[T], *, write: bool = False) -> T:
         try:
+            step = next(op)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        try:
             with self.engine.connect() as conn:
+                if self._alone(step):
+                    conn.execution_options(isolation_level="AUTOCOMMIT")
+                    return _drive(conn.execute, op, step, alone=True)
                 if write:
                     conn.execution_options(convmem_write=True)
                 with conn.begin():
-                    return _drive(conn.execute, op)
+                    return _drive(conn.execute, op, step, alone=False)
         except _UNAVAILABLE as exc:
             raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
 
     async def _arun(self, op: ops.Op[T], *, write: bool = False) -> T:
         try:
+            step = next(op)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        try:
             async with self.async_engine.connect() as conn:
+                if self._alone(step):
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    return await _adrive(conn.execute, op, step, alone=True)
                 if write:
                     await conn.execution_options(convmem_write=True)
                 async with conn.begin():
-                    return await _adrive(conn.execute, op)
+                    return await _adrive(conn.execute, op, step, alone=False)
         except _UNAVAILABLE as exc:
             raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
 
