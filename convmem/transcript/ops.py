@@ -13,10 +13,10 @@ SQLite the store opens write transactions with ``BEGIN IMMEDIATE``), then take
 their sequence numbers with one ``UPDATE ... RETURNING next_seq`` that also moves
 the active leaf, so concurrent appends to one thread queue up and form one linear,
 gapless path. On PostgreSQL ``insert_chain`` does the lock, the read of the active
-leaf, the sequence numbers, the messages and their search rows in one statement
-(an append is BEGIN, one statement, COMMIT). Every statement filters on
-``tenant``: a thread of another tenant is indistinguishable from a missing one
-(``ThreadNotFound``).
+leaf, the sequence numbers, the messages and their search rows in one statement;
+an append to the active leaf is that statement alone (``Alone``: autocommit, one
+round trip). Every statement filters on ``tenant``: a thread of another tenant is
+indistinguishable from a missing one (``ThreadNotFound``).
 """
 
 from __future__ import annotations
@@ -393,14 +393,14 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
         yield (_INSERT_SEARCH, search[0] if len(search) == 1 else search)
 
 
-# PostgreSQL takes a whole chain in ONE statement (one round trip between BEGIN and
-# COMMIT): lock the thread row and read its active leaf (``FOR UPDATE``), take the
-# sequence numbers and move the pointer (``UPDATE ... RETURNING``; under READ
-# COMMITTED a writer that waited for the lock re-reads the row its predecessor
-# committed), then insert the messages and their search-index rows. No row comes
-# back when the thread is not the tenant's, and then nothing was written. The rows
-# travel as one JSON parameter, so the text (and psycopg's prepared plan) never
-# changes with the batch size.
+# PostgreSQL takes a whole chain in ONE statement (one round trip): lock the thread
+# row and read its active leaf (``FOR UPDATE``), take the sequence numbers and move
+# the pointer (``UPDATE ... RETURNING``; under READ COMMITTED a writer that waited
+# for the lock re-reads the row its predecessor committed), then insert the
+# messages and their search-index rows. No row comes back when the thread is not
+# the tenant's, and then nothing was written. The rows travel as one JSON
+# parameter, so the text (and psycopg's prepared plan) never changes with the
+# batch size.
 _PG_INSERT_CHAIN = sa.text(
     """
 WITH locked AS (

@@ -4,8 +4,10 @@ One class, one implementation for both databases. Every operation lives once in
 ``convmem.transcript.ops`` as a generator of statements; ``_run`` drives it on a
 sync connection, ``_arun`` on an async one (aiosqlite / psycopg 3 async), each in
 one transaction, so the twins share every statement and decision and only the
-I/O differs (the httpx/httpcore pattern). Write transactions on SQLite start with
-``BEGIN IMMEDIATE`` (its stand-in for a row lock); SQLite runs in WAL mode with
+I/O differs (the httpx/httpcore pattern). An operation that is one ``ops.Alone``
+statement runs on PostgreSQL in autocommit mode instead (one statement is atomic;
+BEGIN and COMMIT would be two more round trips). Write transactions on SQLite
+start with ``BEGIN IMMEDIATE`` (its stand-in for a row lock); SQLite runs in WAL mode with
 ``secure_delete`` on, and after a redaction or deletion its WAL is checkpointed
 (``TRUNCATE``) while PostgreSQL vacuums the touched tables. Old WAL archives and
 backups are outside the store's reach. A database error that means "the record
