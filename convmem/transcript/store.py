@@ -15,7 +15,9 @@ cannot be written or read" (connection, lock timeout, pool exhaustion) surfaces 
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -23,6 +25,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from convmem.errors import ConfigError, TranscriptUnavailable
 from convmem.transcript import migrate as _migrate
@@ -158,6 +161,11 @@ class TranscriptStore:
             _sqlite_setup(self.async_engine.sync_engine)
         self.retention = retention
         self._ctx = ops.Ctx(dialect=self.dialect, clock=clock, retention=retention)
+        self._async_url = self.async_engine.url
+        self._home_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._loop_engines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEngine] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # ------------------------------------------------------------ plumbing
 
@@ -171,9 +179,33 @@ class TranscriptStore:
         except _UNAVAILABLE as exc:
             raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
 
+    def _loop_engine(self) -> AsyncEngine:
+        """The async engine for the running event loop.
+
+        A pooled async engine belongs to the loop that first uses it (its pool's
+        queue binds to that loop), yet callers such as LlamaIndex's sync wrappers run
+        each call on a fresh loop in another thread. The first loop gets
+        ``async_engine``; every other loop gets an unpooled engine of its own, which
+        holds no connection between calls and goes away with its loop.
+        """
+        loop = asyncio.get_running_loop()
+        home = self._home_loop() if self._home_loop is not None else None
+        if home is None:
+            self._home_loop = weakref.ref(loop)
+            return self.async_engine
+        if home is loop:
+            return self.async_engine
+        engine = self._loop_engines.get(loop)
+        if engine is None:
+            engine = create_async_engine(self._async_url, poolclass=NullPool)
+            if self.dialect == "sqlite":
+                _sqlite_setup(engine.sync_engine)
+            self._loop_engines[loop] = engine
+        return engine
+
     async def _arun(self, op: ops.Op[T], *, write: bool = False) -> T:
         try:
-            async with self.async_engine.connect() as conn:
+            async with self._loop_engine().connect() as conn:
                 if write:
                     await conn.execution_options(convmem_write=True)
                 async with conn.begin():
@@ -198,13 +230,13 @@ class TranscriptStore:
 
     async def _aerase_residue(self) -> None:
         if self.dialect == "sqlite":
-            async with self.async_engine.connect() as conn:
+            async with self._loop_engine().connect() as conn:
                 raw = await conn.get_raw_connection()
                 driver = raw.driver_connection
                 assert driver is not None
                 await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         else:
-            async with self.async_engine.connect() as conn:
+            async with self._loop_engine().connect() as conn:
                 conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
                 await conn.exec_driver_sql("VACUUM " + ", ".join(CONTENT_TABLES))
 
