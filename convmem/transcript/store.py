@@ -161,11 +161,11 @@ class TranscriptStore:
             _sqlite_setup(self.async_engine.sync_engine)
         self.retention = retention
         self._ctx = ops.Ctx(dialect=self.dialect, clock=clock, retention=retention)
-        self._async_url = self.async_engine.url
-        self._home_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-        self._loop_engines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEngine] = (
-            weakref.WeakKeyDictionary()
-        )
+        # every loop but the pool's own shares one unpooled engine (see ``_aengine``)
+        self._unpooled: AsyncEngine = create_async_engine(self.async_engine.url, poolclass=NullPool)
+        if self.dialect == "sqlite":
+            _sqlite_setup(self._unpooled.sync_engine)
+        self._pool_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
 
     # ------------------------------------------------------------ plumbing
 
@@ -179,33 +179,32 @@ class TranscriptStore:
         except _UNAVAILABLE as exc:
             raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
 
-    def _loop_engine(self) -> AsyncEngine:
+    async def _aengine(self) -> AsyncEngine:
         """The async engine for the running event loop.
 
-        A pooled async engine belongs to the loop that first uses it (its pool's
-        queue binds to that loop), yet callers such as LlamaIndex's sync wrappers run
-        each call on a fresh loop in another thread. The first loop gets
-        ``async_engine``; every other loop gets an unpooled engine of its own, which
-        holds no connection between calls and goes away with its loop.
+        A pooled async engine belongs to one event loop (its pool's queue binds to
+        the loop that first waits on it), yet callers such as LlamaIndex's sync
+        wrappers run each call on a fresh loop in another thread. So the pool serves
+        one loop at a time: the first loop to ask, or the next one after that loop
+        has closed (the pool is then disposed and rebuilt, its idle connections
+        closed). Any other loop uses an unpooled engine, which keeps no connection
+        and no loop-bound state between calls.
         """
         loop = asyncio.get_running_loop()
-        home = self._home_loop() if self._home_loop is not None else None
-        if home is None:
-            self._home_loop = weakref.ref(loop)
+        owner = self._pool_loop() if self._pool_loop is not None else None
+        if owner is loop:
             return self.async_engine
-        if home is loop:
+        if owner is None or owner.is_closed():
+            first = self._pool_loop is None
+            self._pool_loop = weakref.ref(loop)
+            if not first:
+                await self.async_engine.dispose()
             return self.async_engine
-        engine = self._loop_engines.get(loop)
-        if engine is None:
-            engine = create_async_engine(self._async_url, poolclass=NullPool)
-            if self.dialect == "sqlite":
-                _sqlite_setup(engine.sync_engine)
-            self._loop_engines[loop] = engine
-        return engine
+        return self._unpooled
 
     async def _arun(self, op: ops.Op[T], *, write: bool = False) -> T:
         try:
-            async with self._loop_engine().connect() as conn:
+            async with (await self._aengine()).connect() as conn:
                 if write:
                     await conn.execution_options(convmem_write=True)
                 async with conn.begin():
@@ -230,13 +229,13 @@ class TranscriptStore:
 
     async def _aerase_residue(self) -> None:
         if self.dialect == "sqlite":
-            async with self._loop_engine().connect() as conn:
+            async with (await self._aengine()).connect() as conn:
                 raw = await conn.get_raw_connection()
                 driver = raw.driver_connection
                 assert driver is not None
                 await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         else:
-            async with self._loop_engine().connect() as conn:
+            async with (await self._aengine()).connect() as conn:
                 conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
                 await conn.exec_driver_sql("VACUUM " + ", ".join(CONTENT_TABLES))
 
@@ -253,6 +252,7 @@ class TranscriptStore:
     async def aclose(self) -> None:
         """Dispose of both pools."""
         await self.async_engine.dispose()
+        await self._unpooled.dispose()
         self.engine.dispose()
 
     # ------------------------------------------------------------ threads
