@@ -16,11 +16,10 @@ append-only and branchable:
 * ``idx`` is always a position in the active path (root first, archived
   messages included), never a row id;
 * "archived" is the thread's watermark (``archive_through``): the archived
-  messages are the path's prefix up to it, and archiving moves it in one update.
-  ``archive_oldest_messages(n)`` archives through the n-th active message it read,
-  so two concurrent calls working from the same read archive the same messages
-  (never twice as many). A message can be added as archived only while nothing is
-  active (the archive is a prefix);
+  messages are the path's prefix up to it, and archiving moves it in one update
+  (no message row changes). ``archive_oldest_messages(n)`` reads the active
+  messages and archives through the n-th of them. A message can be added as
+  archived only while nothing is active (the archive is a prefix);
 * a key's first use (even a read) creates its thread; ``get_keys`` lists keys
   whose active path is not empty, in creation order, from one query over the
   tenant's threads.

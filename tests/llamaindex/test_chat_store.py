@@ -276,6 +276,8 @@ def test_class_name_and_serialization_hide_the_password(tmp_path: Any) -> None:
     assert dumped["class_name"] == "ConvMemChatStore"
     assert dumped["tenant"] == "acme"
     assert dumped["database"] == "postgresql+psycopg://app:***@db.example:5432/chat"
+    buffer = ChatMemoryBuffer.from_defaults(chat_store=chat, chat_store_key="k")
+    assert buffer.to_dict()["chat_store"] == dumped
     again = ConvMemChatStore.from_dict(dumped, store=store)
     assert again.tenant == "acme" and again.transcript is store
     with pytest.raises(ConfigError, match="give the TranscriptStore"):
