@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
+from sqlalchemy.util import greenlet_spawn
 
 from convmem.errors import ConfigError, TranscriptUnavailable
 from convmem.transcript import migrate as _migrate
@@ -198,7 +199,12 @@ class TranscriptStore:
             first = self._pool_loop is None
             self._pool_loop = weakref.ref(loop)
             if not first:
-                await self.async_engine.dispose()
+                # swap in a fresh pool before awaiting anything, so every coroutine of
+                # this loop gets it; then close the old pool's idle connections
+                sync_engine = self.async_engine.sync_engine
+                old = sync_engine.pool
+                sync_engine.pool = old.recreate()
+                await greenlet_spawn(old.dispose)
             return self.async_engine
         return self._unpooled
 
