@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import ChatMemoryBuffer
@@ -185,6 +186,33 @@ def test_add_messages_is_one_batch(api: StoreApi) -> None:
     api.add_messages("k", [user("a"), bot("b"), user("c")])
     api.add_messages("k", [])
     assert [m.content for m in api.get_messages("k")] == ["a", "b", "c"]
+
+
+def test_reads_are_one_select_each(api: StoreApi) -> None:
+    """``get_keys``: one query over the tenant's threads; ``get_messages``: the path."""
+    for key in ("a", "b", "c"):
+        api.add_messages(key, [user("q"), bot("a")])
+    api.delete_messages("b")
+    transcript = api.store.transcript
+    statements: list[str] = []
+
+    def count(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        statements.append(statement)
+
+    engines = [transcript.engine, transcript.async_engine.sync_engine]
+    for engine in engines:
+        sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        keys = api.get_keys()
+        messages = api.get_messages("a")
+    finally:
+        for engine in engines:
+            sa.event.remove(engine, "before_cursor_execute", count)
+    assert keys == ["a", "c"]
+    assert messages == [user("q"), bot("a")]
+    queries = [s for s in statements if not s.startswith("BEGIN")]  # SQLite's BEGIN
+    assert len(queries) == 2, statements
+    assert "WHERE convmem_threads.tenant = " in queries[0]
 
 
 # ---------------------------------------------------------------- parity
