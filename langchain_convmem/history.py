@@ -58,6 +58,7 @@ from langchain_convmem._records import attachment_digests, from_record, to_recor
 View = Literal["record", "session"]
 VIEWS: tuple[str, ...] = ("record", "session")
 T = TypeVar("T")
+_WHO = "ConvMemChatMessageHistory"
 
 
 @dataclass(frozen=True)
@@ -118,11 +119,11 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
     ) -> None:
         super().__init__()
         if not isinstance(key, str) or not key.strip():
-            raise ConfigError(f"ConvMemChatMessageHistory: key must be a non-empty string, got {key!r}")
+            raise ConfigError(f"{_WHO}: key must be a non-empty string, got {key!r}")
         if view not in VIEWS:
-            raise ConfigError(f"ConvMemChatMessageHistory: view must be 'record' or 'session', got {view!r}")
+            raise ConfigError(f"{_WHO}: view must be 'record' or 'session', got {view!r}")
         if tenant is not None and (not isinstance(tenant, str) or not tenant):
-            raise ConfigError(f"ConvMemChatMessageHistory: tenant must be a non-empty string, got {tenant!r}")
+            raise ConfigError(f"{_WHO}: tenant must be a non-empty string, got {tenant!r}")
         memory: SessionMemory | None = None
         if isinstance(store, SessionMemory):
             if not isinstance(store.transcript, TranscriptStore):
@@ -237,7 +238,9 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
 
     def _delete(self) -> _Flow[DeletionReceipt]:
         thread_id = yield from self._thread()
-        receipt: DeletionReceipt = yield _Call(self.store, "delete_thread", (self.tenant, thread_id))
+        receipt: DeletionReceipt = yield _Call(
+            self.store, "delete_thread", (self.tenant, thread_id)
+        )
         self._thread_id = None
         if self.memory is not None:
             yield from self._reset_session()
@@ -274,7 +277,8 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
                     if call.get("id"):
                         calls[str(call["id"])] = (call["name"], dict(call["args"]))
                 if not message.tool_calls:
-                    yield _Call(self.memory, "end_turn", (self.key,), {"answer": message.text or None})
+                    answer = {"answer": message.text or None}
+                    yield _Call(self.memory, "end_turn", (self.key,), answer)
             elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
                 name, args = calls[message.tool_call_id]
                 yield _Call(self.memory, "record_tool", (self.key, name, args, message))
