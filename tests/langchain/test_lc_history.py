@@ -21,9 +21,11 @@ from langchain_core.messages import (
     ChatMessage,
     FunctionMessage,
     HumanMessage,
+    HumanMessageChunk,
     RemoveMessage,
     SystemMessage,
     ToolMessage,
+    ToolMessageChunk,
 )
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable
@@ -99,6 +101,11 @@ MESSAGES: list[Any] = [
         ),
         id="ai-chunk",
     ),
+    pytest.param(
+        ToolMessageChunk(content="partial", tool_call_id="call-1", artifact={"n": 1}),
+        id="tool-chunk",
+    ),
+    pytest.param(HumanMessageChunk(content="typing"), id="human-chunk"),
     pytest.param(
         ToolMessage("No rows.", tool_call_id="call-1", artifact={"rows": [], "sql": "select 1"},
                     status="error", name="lookup", id="t-1"),
