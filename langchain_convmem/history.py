@@ -155,6 +155,8 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
 
     # ------------------------------------------------------------------ LangChain API
 
+    # The base class declares ``messages`` as a plain attribute; a stored history reads
+    # it through a property (as upstream's own example does) and offers no setter.
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The record view: the active path. The session view: the session block."""
