@@ -5,6 +5,7 @@ public names are pinned."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
@@ -14,13 +15,20 @@ from lc_fakes import ScriptedChatModel
 
 import convmem.resolve as core_resolve
 import langchain_convmem
+from convmem.domain import Domain
 from convmem.session import SessionMemory
-from langchain_convmem import RunnableWithSessionMemory, SessionMemoryMiddleware
+from convmem.transcript import RetentionPolicy, TranscriptStore
+from langchain_convmem import (
+    ConvMemChatMessageHistory,
+    RunnableWithSessionMemory,
+    SessionMemoryMiddleware,
+)
 
 
 def test_public_names() -> None:
     assert sorted(langchain_convmem.__all__) == sorted(
-        ["LLMResolver", "RunnableWithSessionMemory", "SessionMemoryMiddleware"]
+        ["ConvMemChatMessageHistory", "LLMResolver", "RunnableWithSessionMemory",
+         "SessionMemoryMiddleware"]
     )
 
 
@@ -32,6 +40,27 @@ def test_construction_raises_no_warning(memory: SessionMemory) -> None:
         SessionMemoryMiddleware(memory)
         SessionMemoryMiddleware(memory, rewrite=True)
         RunnableWithSessionMemory(chain, memory, input_messages_key="q")
+
+
+def test_chat_message_history_construction_raises_no_warning(
+    tmp_path: Path, crm: Domain
+) -> None:
+    """langchain-core deprecates ``BaseChatMessageHistory`` (1.6.4+); its decorator warns
+    only on direct instances, and ours is a subclass: nothing may be emitted, in any view.
+    Construction does no I/O, so the database file need not exist."""
+    store = TranscriptStore(
+        f"sqlite:///{tmp_path / 'x.db'}", retention=RetentionPolicy(None, owner="tests")
+    )
+    memory = SessionMemory(crm, transcript=store)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ConvMemChatMessageHistory(store, "s-1")
+        ConvMemChatMessageHistory(store, "s-1", tenant="acme")
+        ConvMemChatMessageHistory(memory, "s-1")
+        ConvMemChatMessageHistory(memory, "s-1", view="session", tenant="acme")
+    assert [str(w.message) for w in seen] == []
+    assert not (tmp_path / "x.db").exists()
+    store.engine.dispose()
 
 
 @pytest.mark.skipif(not hasattr(core_resolve, "StructuredResolver"),
