@@ -20,7 +20,7 @@ from langchain_core.runnables import Runnable
 
 from convmem.domain import Domain
 from convmem.errors import ConfigError
-from convmem.resolve import Resolution, Resolver, StructuredResolver
+from convmem.resolve import RESOLUTION_SCHEMA, Resolution, Resolver, StructuredResolver
 from convmem.state import SessionState
 
 
@@ -49,6 +49,13 @@ class LLMResolver:
         self._runnables: dict[str, Runnable[Any, Any]] = {}
         self._sync = StructuredResolver(self.complete_json, fallback=fallback)
         self._async = StructuredResolver(self.acomplete_json, fallback=self._sync.fallback)
+        try:  # a model without structured output fails here, once, not on every turn
+            self._structured(RESOLUTION_SCHEMA)
+        except NotImplementedError as exc:
+            raise ConfigError(
+                f"LLMResolver: {type(chat_model).__name__} has no with_structured_output "
+                f"(it needs tool calling or a JSON mode): {exc}"
+            ) from exc
 
     @property
     def fallback(self) -> Resolver:

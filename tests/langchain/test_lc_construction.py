@@ -7,9 +7,13 @@ from __future__ import annotations
 import warnings
 
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.language_models.fake_chat_models import (
+    FakeListChatModel,
+    FakeMessagesListChatModel,
+)
 from langchain_core.messages import AIMessage
 from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_openai import ChatOpenAI
 from lc_fakes import ScriptedChatModel
 
@@ -18,6 +22,10 @@ from convmem.errors import ConfigError
 from convmem.session import SessionMemory
 from langchain_convmem import LLMResolver, RunnableWithSessionMemory, SessionMemoryMiddleware
 from tests.offline_http import DUMMY_OPENAI_KEY
+
+
+def test_runnable_is_not_the_deprecated_class() -> None:
+    assert not issubclass(RunnableWithSessionMemory, RunnableWithMessageHistory)
 
 
 def test_public_names() -> None:
@@ -41,6 +49,8 @@ def test_construction_raises_no_warning(memory: SessionMemory) -> None:
 def test_bad_arguments_name_what_was_wrong(memory: SessionMemory) -> None:
     with pytest.raises(ConfigError, match="BaseChatModel, got str"):
         LLMResolver("gpt-4o-mini")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="FakeListChatModel has no with_structured_output"):
+        LLMResolver(FakeListChatModel(responses=["x"]))
     with pytest.raises(ConfigError, match="wraps a Runnable, got dict"):
         RunnableWithSessionMemory({}, memory)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="SessionMemory, got str"):
