@@ -170,7 +170,10 @@ def cassette(
     Entered here, in a sync fixture, so the cassette file is read before a coroutine
     test's event loop runs (``blockbuster`` would rightly flag the read inside it).
     """
-    path = Path(request.path).parent / "cassettes" / str(request.param)
+    name = getattr(request, "param", None)
+    if not isinstance(name, str):
+        raise TypeError('use @pytest.mark.parametrize("cassette", ["<file>.yaml"], indirect=True)')
+    path = Path(request.path).parent / "cassettes" / name
     if not path.is_file():
         raise FileNotFoundError(f"no cassette {path}")
     for name in _OPENAI_ENV:
