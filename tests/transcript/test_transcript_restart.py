@@ -7,12 +7,15 @@ and resumed on the same data directory. The same ``TranscriptStore`` object goes
 the first call after the restart works on both engines (dead pooled connections are
 replaced at checkout), a call during the outage fails with ``TranscriptUnavailable``
 and writes nothing, and a turn whose commit point 2 was in flight when the server
-went down leaves exactly commit point 1.
+went down leaves exactly commit point 1. The last test closes only the store's own
+pooled connections (``pg_terminate_backend`` by their backend PIDs) on the run's
+database, the same event without a restart.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -132,5 +135,45 @@ def test_restart_between_turns_loses_no_acknowledged_message(
         assert rec.rendered_block == "b6" and rec.completed_at is None
         (answer,) = store.complete_turn(tenant, th.id, tr.turn_id, [bot("a6")])
         assert answer.seq == len(acknowledged) + 1
+    finally:
+        aio.close()
+
+
+def test_a_pooled_connection_the_server_closed_is_replaced_at_checkout(postgres_url: str) -> None:
+    """``pg_terminate_backend`` on the store's idle pooled connections: the next calls work."""
+    import psycopg
+
+    from convmem.testing.servers import libpq_url
+
+    store = TranscriptStore(postgres_url, retention=FOREVER)
+    store.migrate()
+    aio = Api(store, "async")
+    tenant = f"terminate-{uuid.uuid4().hex[:8]}"
+    try:
+        th = store.create_thread(tenant)
+        aio.append(tenant, th.id, user("one"))
+        with store.engine.connect() as conn:
+            sync_pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+
+        async def async_backend() -> int:
+            async with store.async_engine.connect() as conn:
+                return int((await conn.exec_driver_sql("SELECT pg_backend_pid()")).scalar_one())
+
+        async_pid = aio.run(async_backend())
+        with psycopg.connect(libpq_url(postgres_url), autocommit=True) as admin:
+            for pid in (sync_pid, async_pid):
+                assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+            for _ in range(500):  # until both backends have exited
+                alive = admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)",
+                    ([sync_pid, async_pid],),
+                ).fetchone()
+                if alive == (0,):
+                    break
+                time.sleep(0.01)
+        store.append(tenant, th.id, user("two"))
+        aio.append(tenant, th.id, user("three"))
+        assert [m.text for m in store.active_path(tenant, th.id)] == ["one", "two", "three"]
+        store.delete_thread(tenant, th.id)
     finally:
         aio.close()
