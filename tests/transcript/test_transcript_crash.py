@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,7 @@ from convmem.transcript import ModelInput, TranscriptStore
 CHILD = Path(__file__).with_name("_crash_child.py")
 REPO = Path(convmem.__file__).resolve().parent.parent
 FOLLOW_UP_TIMEOUT = 30.0  # seconds; a lock left behind by the dead process would hang here
+CHILD_TIMEOUT = 120.0  # seconds for the child to reach its stage (a loaded CI machine)
 
 MODEL_INPUT: dict[str, Any] = {
     "rendered_block": "focus: ACME (tentative)\nperiod: 2026-Q3",
@@ -70,29 +72,40 @@ def kill_child_at(store: TranscriptStore, payload: dict[str, Any]) -> dict[str, 
     """Run the child until it announces its stage, SIGKILL it (by PID), return the announcement."""
     url = store.engine.url.render_as_string(hide_password=False)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), json.dumps({**payload, "url": url})],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, f"child exited early: {proc.wait(timeout=30)} {proc.stderr.read() if proc.stderr else ''}"
-        announced: dict[str, Any] = json.loads(line)
-        assert announced["stage"] == payload["stage"], announced
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    # stderr goes to a file, not a pipe: the child never blocks writing it
+    with tempfile.TemporaryFile() as errors:
+
+        def child_errors() -> str:
+            errors.seek(0)
+            return errors.read().decode(errors="replace")[-3000:]
+
+        proc = subprocess.Popen(
+            [sys.executable, str(CHILD), json.dumps({**payload, "url": url})],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            env=env,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            reader = ThreadPoolExecutor(max_workers=1)
+            try:  # a child stuck before its stage fails the test (killed below), never hangs it
+                line = reader.submit(proc.stdout.readline).result(timeout=CHILD_TIMEOUT)
+            finally:
+                reader.shutdown(wait=False)
+            assert line, f"child exited early ({proc.wait(timeout=30)}): {child_errors()}"
+            announced: dict[str, Any] = json.loads(line)
+            assert announced["stage"] == payload["stage"], (announced, child_errors())
+            os.kill(proc.pid, signal.SIGKILL)
+            assert proc.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
     return announced
 
 
