@@ -11,6 +11,7 @@ from blockbuster import BlockingError
 from llama_index.core.chat_engine import ContextChatEngine
 from llama_index.core.memory import ChatMemoryBuffer, Memory
 from llama_index.core.tools import FunctionTool
+from llama_index.llms.openai import OpenAI
 
 import llamaindex_convmem
 from convmem.session import SessionMemory
@@ -25,6 +26,7 @@ from llamaindex_convmem import (
     wrap_tools,
 )
 from tests.llamaindex.li_helpers import CountingLLM, RecordingRetriever
+from tests.offline_http import DUMMY_OPENAI_KEY
 
 
 def _tool(x: int) -> int:
@@ -51,6 +53,7 @@ def test_construction_raises_no_warning(session: SessionMemory) -> None:
         SessionStateBlock(session, thread_id="t")
         wrap_tools([FunctionTool.from_defaults(fn=_tool)], memory)
         LLMResolver(CountingLLM())
+        LLMResolver(OpenAI(model="gpt-4o-mini", api_key=DUMMY_OPENAI_KEY))
 
 
 def test_chat_stores_construct_without_warning(tmp_path: Path) -> None:
