@@ -801,6 +801,9 @@ class SessionMemory:
         ours: dict[str, Any] = {}
         if record.message_id is not None:
             ours["message_id"] = record.message_id
+        ot = record.state.open_turn
+        if ot is not None and ot.rewritten and ot.rewritten != record.text:
+            ours["rewritten"] = ot.rewritten  # the resolver's reading (redaction reaches it)
         if sent_question and sent_question != record.text:
             ours["sent_as"] = sent_question
         return NewMessage(role="user", content=record.text, extra={"convmem": ours} if ours else None)

@@ -168,6 +168,16 @@ def _rows(store: TranscriptStore, tenant: str) -> dict[str, int]:
         }
 
 
+def _dump(store: TranscriptStore, tenant: str) -> str:
+    """Every row of the tenant, as text."""
+    out = []
+    with store.engine.connect() as conn:
+        for t in CONTENT_TABLES:
+            rows = conn.execute(sa.text(f'SELECT * FROM "{t}" WHERE tenant = :t'), {"t": tenant})
+            out.extend(repr(tuple(r)) for r in rows)
+    return "\n".join(out)
+
+
 # --------------------------------------------------------------------------- commit points
 
 
@@ -214,7 +224,8 @@ def test_two_commit_points_per_turn(make: Any, transcript: TranscriptStore, tena
     assert isinstance(second, TurnContext)
     path = t.store("active_path", tenant, tid)
     assert path[-1].text == "Who's their rep?"
-    assert path[-1].extra == {"convmem": {"sent_as": "Who's Brightwater Farms's rep?"}}
+    assert path[-1].extra == {"convmem": {"rewritten": "Who's Brightwater Farms's rep?",
+                                          "sent_as": "Who's Brightwater Farms's rep?"}}
     seen = t.store("reconstruct_model_input", tenant, tid, path[-1].turn_id)
     assert [m.id for m in seen.messages] == [user.id, path[3].id]
     assert seen.rendered_block == second.block and "Brightwater Farms" in seen.rendered_block
@@ -401,6 +412,11 @@ def test_redaction_reaches_the_live_state(
     assert "What did they order" not in t.block("th")
     texts = [m.text for m in t.store("active_path", tenant, tid)]
     assert "What did they order last quarter?" not in texts and "[redacted]" in texts
+    # The resolver's rewrite quotes the question in other words: it goes too, everywhere
+    # (the user message's extra, model-input snapshots and blocks).
+    assert question.extra["convmem"]["rewritten"] == "What did Brightwater Farms order last quarter?"
+    rows = _dump(transcript, tenant)
+    assert "order last quarter" not in rows and "[redacted]" in rows
 
 
 def test_redaction_during_a_turn_drops_the_open_turn(
