@@ -116,7 +116,8 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if isinstance(started, Clarification):
             return AIMessage(content=started.text)  # before_model normally caught it
         compact = self._compact(request, started)
-        memory.record_model_input(thread, _model_call(request, compact))
+        if memory.transcript is not None:
+            memory.record_model_input(thread, _model_call(request, compact))
         return handler(compact)
 
     async def awrap_model_call(
@@ -132,7 +133,8 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if isinstance(started, Clarification):
             return AIMessage(content=started.text)
         compact = self._compact(request, started)
-        await memory.arecord_model_input(thread, _model_call(request, compact))
+        if memory.transcript is not None:
+            await memory.arecord_model_input(thread, _model_call(request, compact))
         return await handler(compact)
 
     def _compact(self, request: ModelRequest[Any], started: TurnContext) -> ModelRequest[Any]:
@@ -159,7 +161,9 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         memory, thread = self._scope(_tool_config(request))
         call = request.tool_call
         for message in _tool_messages(result, call.get("id")):
-            memory.record_tool(thread, call["name"], call.get("args"), message, call_id=call.get("id"))
+            memory.record_tool(
+                thread, call["name"], call.get("args"), message, call_id=call.get("id")
+            )
         return result
 
     async def awrap_tool_call(

@@ -259,7 +259,8 @@ class ConvMemMemory(BaseMemory):
             return [ChatMessage(role=MessageRole.SYSTEM, content=block)] if block else []
         started = self._facade.begin_turn(self.thread_id, turn.question, message_id=turn.message_id)
         sent = self._started(turn, started)
-        self._facade.record_model_input(self.thread_id, self._model_call(started, sent, input))
+        if self._facade.transcript is not None:
+            self._facade.record_model_input(self.thread_id, self._model_call(started, sent, input))
         return sent
 
     def get_all(self) -> list[ChatMessage]:
@@ -297,9 +298,10 @@ class ConvMemMemory(BaseMemory):
             self.thread_id, turn.question, message_id=turn.message_id
         )
         sent = self._started(turn, started)
-        await self._facade.arecord_model_input(
-            self.thread_id, self._model_call(started, sent, input)
-        )
+        if self._facade.transcript is not None:
+            await self._facade.arecord_model_input(
+                self.thread_id, self._model_call(started, sent, input)
+            )
         return sent
 
     async def aget_all(self) -> list[ChatMessage]:
