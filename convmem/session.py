@@ -657,7 +657,9 @@ class SessionMemory:
 
     def _model_input_flow(self, thread_id: str, call: ModelCall) -> _Flow[TurnRecord | None]:
         if not isinstance(call, ModelCall):
-            raise ConfigError(f"record_model_input needs a convmem.ModelCall, got {type(call).__name__}")
+            raise ConfigError(
+                f"record_model_input needs a convmem.ModelCall, got {type(call).__name__}"
+            )
         if self.transcript is None:
             return None
         record = yield from self._open_record(thread_id)
@@ -806,7 +808,8 @@ class SessionMemory:
             ours["rewritten"] = ot.rewritten  # the resolver's reading (redaction reaches it)
         if sent_question and sent_question != record.text:
             ours["sent_as"] = sent_question
-        return NewMessage(role="user", content=record.text, extra={"convmem": ours} if ours else None)
+        extra = {"convmem": ours} if ours else None
+        return NewMessage(role="user", content=record.text, extra=extra)
 
     def _note_tool(
         self,
