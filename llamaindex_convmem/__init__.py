@@ -1,6 +1,8 @@
-"""LlamaIndex adapters for convmem: memory, memory block, engine wrapper, tools, resolver."""
+"""LlamaIndex adapters for convmem: memory, memory block, engine wrapper, tools, resolver,
+and the two chat stores over the durable record."""
 
 from llamaindex_convmem.block import SESSION_BLOCK_TEMPLATE, SessionStateBlock
+from llamaindex_convmem.chat_store import ConvMemChatStore, ConvMemDBChatStore
 from llamaindex_convmem.engine import ConvMemChatEngine
 from llamaindex_convmem.memory import ConvMemMemory
 from llamaindex_convmem.resolver import LLMResolver
@@ -9,6 +11,8 @@ from llamaindex_convmem.tools import ConvMemTool, wrap_tools
 __all__ = [
     "SESSION_BLOCK_TEMPLATE",
     "ConvMemChatEngine",
+    "ConvMemChatStore",
+    "ConvMemDBChatStore",
     "ConvMemMemory",
     "ConvMemTool",
     "LLMResolver",

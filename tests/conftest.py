@@ -1,3 +1,4 @@
-"""Test configuration: the convmem plugin provides servers, prefixes and blockbuster."""
+"""Test configuration: the convmem plugin provides servers, prefixes and blockbuster;
+``tests.offline_http`` the network guard and the hand-written provider cassettes."""
 
-pytest_plugins = ["convmem.testing.pytest_plugin"]
+pytest_plugins = ["convmem.testing.pytest_plugin", "tests.offline_http"]

@@ -166,9 +166,15 @@ def search_body(parts: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(s for s in out if s)
 
 
-def content_key(role: str, parts: Sequence[Mapping[str, Any]]) -> str:
-    """Equality key used by ``rebase_path`` (role and parts, not ids or times)."""
-    return json.dumps([role, list(parts)], sort_keys=True, separators=(",", ":"))
+def content_key(
+    role: str, parts: Sequence[Mapping[str, Any]], extra: Mapping[str, Any] | None
+) -> str:
+    """Equality key used by ``rebase_path`` (role, parts and ``extra``; not ids or times).
+
+    ``extra`` counts: a framework's fields (tool-call ids, kwargs) are part of what
+    a message says, so a list differing only there is a different list.
+    """
+    return json.dumps([role, list(parts), dict(extra or {})], sort_keys=True, separators=(",", ":"))
 
 
 def _sha256(data: bytes) -> str:
@@ -684,7 +690,7 @@ def rebase_path(
 ) -> Op[list[Message]]:
     """Make the active path equal ``messages`` while changing as little as possible.
 
-    The longest common prefix (same role and parts) is reused; the rest is appended
+    The longest common prefix (same role, parts and ``extra``) is reused; the rest is appended
     as a branch from its end. A new row whose content equals a message of the old
     path carries ``copy_of`` (the original). The same list is a no-op; a shorter
     prefix of the path only moves the pointer back.
@@ -692,9 +698,10 @@ def rebase_path(
     yield from lock_thread(tenant, thread_id)
     path = yield from read_path(tenant, thread_id)
     wanted = [
-        content_key(m.role, [part_to_json(p) for p in _hashless(m.parts())]) for m in messages
+        content_key(m.role, [part_to_json(p) for p in _hashless(m.parts())], m.extra)
+        for m in messages
     ]
-    have = [content_key(m.role, [part_to_json(p) for p in m.parts]) for m in path]
+    have = [content_key(m.role, [part_to_json(p) for p in m.parts], m.extra) for m in path]
     i = 0
     while i < len(wanted) and i < len(path) and wanted[i] == have[i]:
         i += 1

@@ -15,7 +15,9 @@ cannot be written or read" (connection, lock timeout, pool exhaustion) surfaces 
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -23,12 +25,15 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+from sqlalchemy.util import greenlet_spawn
 
 from convmem.errors import ConfigError, TranscriptUnavailable
 from convmem.transcript import migrate as _migrate
 from convmem.transcript import ops
 from convmem.transcript.export import canonical_dumps, load_document
 from convmem.transcript.models import CONTENT_TABLES
+from convmem.transcript.pool import drop_hung_up_connections
 from convmem.transcript.records import (
     DeletionReceipt,
     DerivedMemory,
@@ -156,8 +161,16 @@ class TranscriptStore:
         if self.dialect == "sqlite":
             _sqlite_setup(self.engine)
             _sqlite_setup(self.async_engine.sync_engine)
+        else:  # a restarted server: replace dead pooled connections, no ping per call
+            drop_hung_up_connections(self.engine)
+            drop_hung_up_connections(self.async_engine.sync_engine)
         self.retention = retention
         self._ctx = ops.Ctx(dialect=self.dialect, clock=clock, retention=retention)
+        # every loop but the pool's own shares one unpooled engine (see ``_aengine``)
+        self._unpooled: AsyncEngine = create_async_engine(self.async_engine.url, poolclass=NullPool)
+        if self.dialect == "sqlite":
+            _sqlite_setup(self._unpooled.sync_engine)
+        self._pool_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
 
     # ------------------------------------------------------------ plumbing
 
@@ -171,9 +184,37 @@ class TranscriptStore:
         except _UNAVAILABLE as exc:
             raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
 
+    async def _aengine(self) -> AsyncEngine:
+        """The async engine for the running event loop.
+
+        A pooled async engine belongs to one event loop (its pool's queue binds to
+        the loop that first waits on it), yet callers such as LlamaIndex's sync
+        wrappers run each call on a fresh loop in another thread. So the pool serves
+        one loop at a time: the first loop to ask, or the next one after that loop
+        has closed (the pool is then disposed and rebuilt, its idle connections
+        closed). Any other loop uses an unpooled engine, which keeps no connection
+        and no loop-bound state between calls.
+        """
+        loop = asyncio.get_running_loop()
+        owner = self._pool_loop() if self._pool_loop is not None else None
+        if owner is loop:
+            return self.async_engine
+        if owner is None or owner.is_closed():
+            first = self._pool_loop is None
+            self._pool_loop = weakref.ref(loop)
+            if not first:
+                # swap in a fresh pool before awaiting anything, so every coroutine of
+                # this loop gets it; then close the old pool's idle connections
+                sync_engine = self.async_engine.sync_engine
+                old = sync_engine.pool
+                sync_engine.pool = old.recreate()
+                await greenlet_spawn(old.dispose)
+            return self.async_engine
+        return self._unpooled
+
     async def _arun(self, op: ops.Op[T], *, write: bool = False) -> T:
         try:
-            async with self.async_engine.connect() as conn:
+            async with (await self._aengine()).connect() as conn:
                 if write:
                     await conn.execution_options(convmem_write=True)
                 async with conn.begin():
@@ -198,13 +239,13 @@ class TranscriptStore:
 
     async def _aerase_residue(self) -> None:
         if self.dialect == "sqlite":
-            async with self.async_engine.connect() as conn:
+            async with (await self._aengine()).connect() as conn:
                 raw = await conn.get_raw_connection()
                 driver = raw.driver_connection
                 assert driver is not None
                 await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         else:
-            async with self.async_engine.connect() as conn:
+            async with (await self._aengine()).connect() as conn:
                 conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
                 await conn.exec_driver_sql("VACUUM " + ", ".join(CONTENT_TABLES))
 
@@ -221,6 +262,7 @@ class TranscriptStore:
     async def aclose(self) -> None:
         """Dispose of both pools."""
         await self.async_engine.dispose()
+        await self._unpooled.dispose()
         self.engine.dispose()
 
     # ------------------------------------------------------------ threads
