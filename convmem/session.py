@@ -33,6 +33,7 @@ open turn when another process began it; its tool calls are then not recorded).
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import uuid
@@ -338,6 +339,14 @@ class SessionMemory:
         """The rendered block for the thread's current state (``""`` when empty)."""
         state = self.get_state(thread_id)
         return "" if state is None else block_for(state)
+
+    def state_only(self) -> SessionMemory:
+        """This memory without its transcript: the same state store, tenant, domain and
+        policy, recording nothing. For a caller that writes the record itself and only
+        needs the session state driven (``ConvMemChatMessageHistory``'s session view)."""
+        view = copy.copy(self)
+        view.transcript = None
+        return view
 
     def transcript_thread_id(self, thread_id: str) -> str:
         """The transcript thread recording ``thread_id`` (created on first use)."""
