@@ -34,7 +34,7 @@ from convmem.resolve import (
     RuleResolver,
     StructuredResolver,
 )
-from convmem.session import Clarification, SessionMemory, TurnContext
+from convmem.session import Clarification, ModelCall, SessionMemory, SessionStats, TurnContext
 from convmem.state import FilterValue, Focus, Option, PendingClarification, SessionState
 from convmem.stores import InMemorySessionStateStore, SessionStateStore
 from convmem.tokens import count_message_tokens, count_tokens
@@ -57,6 +57,7 @@ __all__ = [
     "InMemoryCatalog",
     "InMemorySessionStateStore",
     "Mention",
+    "ModelCall",
     "Option",
     "PendingClarification",
     "PeriodFilter",
@@ -67,6 +68,7 @@ __all__ = [
     "SessionMemory",
     "SessionState",
     "SessionStateStore",
+    "SessionStats",
     "StateUnavailable",
     "StructuredResolver",
     "ToolFocusRule",

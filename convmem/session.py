@@ -10,18 +10,40 @@ save) and receive the results; ``_drive`` runs them with the sync methods and
 differ only in how I/O is awaited. A compare-and-set conflict is thrown back into the
 generator, which reloads and re-applies the turn (at most three tries, then it goes on
 with the freshest state and logs).
+
+With a ``TranscriptStore`` (``transcript=``) the façade also keeps the durable record of
+each turn, at two commit points. (1) Right before the model is called: the user's
+message and what the model receives (``ModelCall``: system prompt, the session block,
+the state snapshot, the ids of earlier messages sent, tool schemas, model and
+parameters) in one transaction, written by ``begin_turn(..., model_call=...)`` or, when
+the adapter learns those only later, by ``record_model_input``. Only the *first* model
+call of a turn is recorded: the later calls of a tool loop receive the same input plus
+this turn's tool calls and results, which commit point 2 records in order. (2) In
+``end_turn``: the tool calls and results ``record_tool`` saw and the answer, in one
+transaction linked to (1). A turn that never calls the model (a clarification) records
+the user's message and the clarifying answer together in ``end_turn``, with no model
+input. If (1) cannot be written the call raises ``TranscriptUnavailable`` before the
+model is called; ``on_transcript_error="degrade"`` logs a WARNING, counts it in
+``stats.transcript_failures`` and lets the turn go on. The application's thread id is
+the transcript thread's *key* (``get_or_create_thread``), so every ``SessionMemory`` of
+the tenant (two devices, two workers) appends to one thread. The turn in progress is
+remembered in-process between the commit points (recovered from the session state's
+open turn when another process began it; its tool calls are then not recorded).
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import logging
+import uuid
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from convmem.domain import Domain
-from convmem.errors import ConfigError, VersionConflict
+from convmem.errors import ConfigError, ConvMemError, TranscriptUnavailable, VersionConflict
 from convmem.policy import (
     Clarify,
     PolicyConfig,
@@ -33,12 +55,22 @@ from convmem.policy import (
 )
 from convmem.render import render
 from convmem.resolve import Resolution, Resolver, RuleResolver
-from convmem.state import OpenTurn, Option, PendingClarification, SessionState
+from convmem.state import OpenTurn, Option, PendingClarification, SessionState, state_to_dict
 from convmem.stores.base import SessionStateStore
 from convmem.stores.memory import InMemorySessionStateStore
 from convmem.tools import ToolResult
 
+if TYPE_CHECKING:  # the transcript (SQL) is imported only when one is configured
+    from convmem.transcript import (
+        DeletionReceipt,
+        NewMessage,
+        RedactionReceipt,
+        TranscriptStore,
+        TurnRecord,
+    )
+
 log = logging.getLogger("convmem.session")
+OnTranscriptError = Literal["raise", "degrade"]
 
 MAX_TRIES = 3
 MAX_QUESTION_CHARS = 4000
@@ -78,10 +110,83 @@ class Clarification:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class ModelCall:
+    """What the model is about to receive, in the core's terms (adapters translate to it).
+
+    ``system_prompt`` is the application's system prompt or template text *without*
+    the session block; ``block`` is the block as sent (``None``: the turn's rendered
+    block; an adapter that sends something else in its place, such as an instruction
+    to ask a clarifying question, says so here). ``sent_question`` is the user's
+    message as sent when it is not what they typed (the rewrite). ``history_ids`` are
+    transcript message ids of earlier messages replayed to the model (none when the
+    block stands in for the history). ``tool_schemas`` and ``model_params`` must be
+    JSON (what the store keeps).
+    """
+
+    system_prompt: str | None = None
+    block: str | None = None
+    sent_question: str | None = None
+    history_ids: tuple[str, ...] = ()
+    tool_schemas: tuple[Mapping[str, Any], ...] = ()
+    model: str | None = None
+    model_params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "history_ids", tuple(self.history_ids))
+        object.__setattr__(self, "tool_schemas", tuple(self.tool_schemas))
+        for name in ("tool_schemas", "model_params"):
+            try:
+                json.dumps(getattr(self, name), allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"ModelCall.{name} must be plain JSON: {exc}") from exc
+
+
+@dataclass
+class SessionStats:
+    """Counters of one ``SessionMemory`` (shared by its per-tenant copies)."""
+
+    transcript_failures: int = 0  # commit points skipped under on_transcript_error="degrade"
+
+
+@dataclass
+class _OpenRecord:
+    """The turn between its two commit points, as this process knows it."""
+
+    message_id: str | None
+    question: str
+    text: str  # the user's message for the record
+    state: SessionState
+    block: str
+    record: TurnRecord | None = None  # commit point 1, once written
+    input_skipped: bool = False  # commit point 1 failed and the turn went on (degrade)
+    tools: list[NewMessage] = field(default_factory=list)
+    done: bool = False  # commit point 2 written
+
+    def same_turn(self, message_id: str | None, question: str) -> bool:
+        if message_id is not None or self.message_id is not None:
+            return message_id == self.message_id
+        return question == self.question
+
+
 # I/O requests the turn generators yield.
 @dataclass(frozen=True)
 class _Load:
     pass
+
+
+@dataclass(frozen=True)
+class _DeleteState:
+    pass
+
+
+@dataclass(frozen=True)
+class _Transcript:
+    """Call ``transcript.<method>`` (``a<method>`` when driven async)."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -108,60 +213,125 @@ def block_for(state: SessionState) -> str:
 
 
 class SessionMemory:
-    """Session state for every thread of one tenant, kept in a ``SessionStateStore``."""
+    """Session state for every thread of one tenant, kept in a ``SessionStateStore``.
+
+    With ``transcript=`` (a ``convmem.transcript.TranscriptStore``) each turn is also
+    recorded at two commit points (see the module docstring).
+    ``on_transcript_error="raise"`` (the default) fails a turn whose commit point cannot
+    be written with ``TranscriptUnavailable`` — before the model is called, for point 1;
+    ``"degrade"`` logs a WARNING on ``convmem.session``, counts it in
+    ``stats.transcript_failures`` and lets the turn go on unrecorded.
+    """
 
     def __init__(
         self,
         domain: Domain,
         *,
         store: SessionStateStore | None = None,
-        transcript: Any | None = None,
+        transcript: TranscriptStore | None = None,
         resolver: Resolver | None = None,
         config: PolicyConfig | None = None,
         clock: Callable[[], datetime] | None = None,
         tenant: str = "default",
+        on_transcript_error: OnTranscriptError = "raise",
     ) -> None:
         if not isinstance(domain, Domain):
             raise ConfigError(f"SessionMemory: domain must be a convmem.Domain, got {type(domain).__name__}")
         if not isinstance(tenant, str) or not tenant:
             raise ConfigError("SessionMemory: tenant must be a non-empty string")
+        if on_transcript_error not in ("raise", "degrade"):
+            raise ConfigError(
+                f"SessionMemory: on_transcript_error must be 'raise' or 'degrade', "
+                f"got {on_transcript_error!r}"
+            )
+        if transcript is not None:
+            from convmem.transcript import TranscriptStore
+
+            if not isinstance(transcript, TranscriptStore):
+                raise ConfigError(
+                    "SessionMemory: transcript must be a convmem.transcript.TranscriptStore, "
+                    f"got {type(transcript).__name__}"
+                )
         self.domain = domain
         self.store: SessionStateStore = store if store is not None else InMemorySessionStateStore()
         self.transcript = transcript
+        self.on_transcript_error: OnTranscriptError = on_transcript_error
         self.resolver: Resolver = resolver if resolver is not None else RuleResolver()
         self.config = config if config is not None else PolicyConfig()
         self.clock = clock
         self.tenant = tenant
+        self.stats = SessionStats()
+        # (tenant, thread id) -> transcript thread id / the turn between its commit points.
+        # Keyed by tenant too: per-tenant shallow copies (adapters) share these dicts.
+        self._threads: dict[tuple[str, str], str] = {}
+        self._open: dict[tuple[str, str], _OpenRecord] = {}
 
     # ------------------------------------------------------------------ public API (sync)
 
     def begin_turn(
-        self, thread_id: str, question: str, *, message_id: str | None = None, today: date | None = None
+        self,
+        thread_id: str,
+        question: str,
+        *,
+        message_id: str | None = None,
+        today: date | None = None,
+        model_call: ModelCall | None = None,
+        full_text: str | None = None,
     ) -> Clarification | TurnContext:
-        """Resolve the user's message and update the state; idempotent per message."""
-        self._check(thread_id, question)
-        return self._drive(thread_id, self._begin_flow(thread_id, question, message_id, self._today(today)))
+        """Resolve the user's message and update the state; idempotent per message.
 
-    def record_tool(
-        self, thread_id: str, name: str, args: Mapping[str, Any] | None, result: Any
-    ) -> Clarification | None:
-        """Apply the domain's tool rule to one tool call; a candidate list asks which one."""
-        self._check(thread_id)
-        flow = self._tool_flow(thread_id, name, dict(args or {}), ToolResult.from_any(result))
+        With a transcript and ``model_call``, commit point 1 is written before this
+        returns (not for a clarification: the model is not called). ``full_text`` is
+        the whole message for the record when ``question`` is a cut of it.
+        """
+        self._check(thread_id, question)
+        flow = self._turn_flow(
+            thread_id, question, message_id, self._today(today), model_call, full_text
+        )
         return self._drive(thread_id, flow)
 
-    def end_turn(
-        self, thread_id: str, *, answer: str | None = None, model_input: Any | None = None
-    ) -> SessionState:
-        """Close the turn. The answer is never kept in the state (it pollutes, §seed)."""
+    def record_model_input(self, thread_id: str, call: ModelCall) -> TurnRecord | None:
+        """Commit point 1 for the open turn, right before the model is called.
+
+        Idempotent per turn: the first call writes it, later ones (the next steps of a
+        tool loop) return the same record. ``None`` without a transcript, or when the
+        write failed under ``on_transcript_error="degrade"``.
+        """
         self._check(thread_id)
-        return self._drive(thread_id, self._end_flow())
+        return self._drive(thread_id, self._model_input_flow(thread_id, call))
+
+    def record_tool(
+        self,
+        thread_id: str,
+        name: str,
+        args: Mapping[str, Any] | None,
+        result: Any,
+        *,
+        call_id: str | None = None,
+    ) -> Clarification | None:
+        """Apply the domain's tool rule to one tool call; a candidate list asks which one.
+
+        With a transcript the call and its result join the turn's commit point 2
+        (``call_id`` links them; one is made up when the framework has none).
+        """
+        self._check(thread_id)
+        outcome = ToolResult.from_any(result)
+        self._note_tool(thread_id, call_id, name, dict(args or {}), result, outcome)
+        flow = self._tool_flow(thread_id, name, dict(args or {}), outcome)
+        return self._drive(thread_id, flow)
+
+    def end_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
+        """Close the turn. The answer is never kept in the state (it pollutes, §seed);
+        with a transcript it is recorded (commit point 2)."""
+        self._check(thread_id)
+        return self._drive(thread_id, self._finish_flow(thread_id, answer))
 
     def get_state(self, thread_id: str) -> SessionState | None:
         self._check(thread_id)
         return self.store.load(self.tenant, thread_id)
 
     def reset(self, thread_id: str) -> None:
+        """Drop the session state (the transcript keeps the record: see ``delete_thread``)."""
         self._check(thread_id)
         self.store.delete(self.tenant, thread_id)
 
@@ -170,28 +340,81 @@ class SessionMemory:
         state = self.get_state(thread_id)
         return "" if state is None else block_for(state)
 
+    def state_only(self) -> SessionMemory:
+        """This memory without its transcript: the same state store, tenant, domain and
+        policy, recording nothing. For a caller that writes the record itself and only
+        needs the session state driven (``ConvMemChatMessageHistory``'s session view)."""
+        view = copy.copy(self)
+        view.transcript = None
+        return view
+
+    def transcript_thread_id(self, thread_id: str) -> str:
+        """The transcript thread recording ``thread_id`` (created on first use)."""
+        self._check(thread_id)
+        return self._drive(thread_id, self._thread_flow(thread_id))
+
+    def delete_thread(self, thread_id: str) -> DeletionReceipt | None:
+        """Erase the thread: its whole record (when a transcript is configured) and its
+        session-state key. Never degraded: an erasure that cannot reach the record
+        raises ``TranscriptUnavailable`` and leaves the state key for a retry."""
+        self._check(thread_id)
+        return self._drive(thread_id, self._delete_flow(thread_id))
+
+    def redact(
+        self,
+        thread_id: str,
+        message_id: str,
+        *,
+        actor: str,
+        reason: str,
+        replacement: str = "[redacted]",
+    ) -> RedactionReceipt:
+        """Redact a recorded message (``TranscriptStore.redact``) and take the question
+        out of the live state: ``recent_questions``, ``last_rewrite``, the open turn."""
+        self._check(thread_id)
+        flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
+        return self._drive(thread_id, flow)
+
     # ------------------------------------------------------------------ public API (async)
 
     async def abegin_turn(
-        self, thread_id: str, question: str, *, message_id: str | None = None, today: date | None = None
+        self,
+        thread_id: str,
+        question: str,
+        *,
+        message_id: str | None = None,
+        today: date | None = None,
+        model_call: ModelCall | None = None,
+        full_text: str | None = None,
     ) -> Clarification | TurnContext:
         self._check(thread_id, question)
-        return await self._adrive(
-            thread_id, self._begin_flow(thread_id, question, message_id, self._today(today))
+        flow = self._turn_flow(
+            thread_id, question, message_id, self._today(today), model_call, full_text
         )
-
-    async def arecord_tool(
-        self, thread_id: str, name: str, args: Mapping[str, Any] | None, result: Any
-    ) -> Clarification | None:
-        self._check(thread_id)
-        flow = self._tool_flow(thread_id, name, dict(args or {}), ToolResult.from_any(result))
         return await self._adrive(thread_id, flow)
 
-    async def aend_turn(
-        self, thread_id: str, *, answer: str | None = None, model_input: Any | None = None
-    ) -> SessionState:
+    async def arecord_model_input(self, thread_id: str, call: ModelCall) -> TurnRecord | None:
         self._check(thread_id)
-        return await self._adrive(thread_id, self._end_flow())
+        return await self._adrive(thread_id, self._model_input_flow(thread_id, call))
+
+    async def arecord_tool(
+        self,
+        thread_id: str,
+        name: str,
+        args: Mapping[str, Any] | None,
+        result: Any,
+        *,
+        call_id: str | None = None,
+    ) -> Clarification | None:
+        self._check(thread_id)
+        outcome = ToolResult.from_any(result)
+        self._note_tool(thread_id, call_id, name, dict(args or {}), result, outcome)
+        flow = self._tool_flow(thread_id, name, dict(args or {}), outcome)
+        return await self._adrive(thread_id, flow)
+
+    async def aend_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
+        self._check(thread_id)
+        return await self._adrive(thread_id, self._finish_flow(thread_id, answer))
 
     async def aget_state(self, thread_id: str) -> SessionState | None:
         self._check(thread_id)
@@ -205,7 +428,30 @@ class SessionMemory:
         state = await self.aget_state(thread_id)
         return "" if state is None else block_for(state)
 
+    async def atranscript_thread_id(self, thread_id: str) -> str:
+        self._check(thread_id)
+        return await self._adrive(thread_id, self._thread_flow(thread_id))
+
+    async def adelete_thread(self, thread_id: str) -> DeletionReceipt | None:
+        self._check(thread_id)
+        return await self._adrive(thread_id, self._delete_flow(thread_id))
+
+    async def aredact(
+        self,
+        thread_id: str,
+        message_id: str,
+        *,
+        actor: str,
+        reason: str,
+        replacement: str = "[redacted]",
+    ) -> RedactionReceipt:
+        self._check(thread_id)
+        flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
+        return await self._adrive(thread_id, flow)
+
     # ------------------------------------------------------------------ drivers
+    # Every request's exception is thrown back into the flow, which handles what it
+    # expects (a version conflict, an unavailable transcript) and re-raises the rest.
 
     def _drive(self, thread_id: str, flow: _Flow[T]) -> T:
         send: Any = None
@@ -223,9 +469,14 @@ class SessionMemory:
                     send = self.store.save(
                         self.tenant, thread_id, request.state, expected_version=request.expected
                     )
+                elif isinstance(request, _Transcript):
+                    call = getattr(self.transcript, request.method)
+                    send = call(*request.args, **request.kwargs)
+                elif isinstance(request, _DeleteState):
+                    self.store.delete(self.tenant, thread_id)
                 else:
                     send = self.resolver.resolve(request.question, request.state, self.domain, request.today)
-            except VersionConflict as exc:
+            except Exception as exc:
                 throw = exc
 
     async def _adrive(self, thread_id: str, flow: _Flow[T]) -> T:
@@ -244,11 +495,16 @@ class SessionMemory:
                     send = await self.store.asave(
                         self.tenant, thread_id, request.state, expected_version=request.expected
                     )
+                elif isinstance(request, _Transcript):
+                    call = getattr(self.transcript, "a" + request.method)
+                    send = await call(*request.args, **request.kwargs)
+                elif isinstance(request, _DeleteState):
+                    await self.store.adelete(self.tenant, thread_id)
                 else:
                     send = await self.resolver.aresolve(
                         request.question, request.state, self.domain, request.today
                     )
-            except VersionConflict as exc:
+            except Exception as exc:
                 throw = exc
 
     # ------------------------------------------------------------------ turn logic (once)
@@ -387,6 +643,255 @@ class SessionMemory:
 
         return (yield from self._save_with_retry(compute, "end_turn"))
 
+    # ------------------------------------------------------------------ the record (once)
+
+    def _turn_flow(
+        self,
+        thread_id: str,
+        question: str,
+        message_id: str | None,
+        today: date,
+        call: ModelCall | None,
+        full_text: str | None,
+    ) -> _Flow[Clarification | TurnContext]:
+        if call is not None and not isinstance(call, ModelCall):
+            raise ConfigError(f"model_call must be a convmem.ModelCall, got {type(call).__name__}")
+        started = yield from self._begin_flow(thread_id, question, message_id, today)
+        if self.transcript is None:
+            return started
+        record = self._note_turn(thread_id, started.state, full_text)
+        if call is not None and record is not None and isinstance(started, TurnContext):
+            yield from self._commit_input(thread_id, record, call)
+        return started
+
+    def _model_input_flow(self, thread_id: str, call: ModelCall) -> _Flow[TurnRecord | None]:
+        if not isinstance(call, ModelCall):
+            raise ConfigError(
+                f"record_model_input needs a convmem.ModelCall, got {type(call).__name__}"
+            )
+        if self.transcript is None:
+            return None
+        record = yield from self._open_record(thread_id)
+        if record is None:
+            raise ConfigError(
+                f"record_model_input: thread {thread_id!r} has no turn in progress; "
+                "call begin_turn first"
+            )
+        return (yield from self._commit_input(thread_id, record, call))
+
+    def _finish_flow(self, thread_id: str, answer: str | None) -> _Flow[SessionState]:
+        record: _OpenRecord | None = None
+        if self.transcript is not None:
+            record = yield from self._open_record(thread_id)
+            if record is not None and not record.done:
+                yield from self._commit_answer(thread_id, record, answer)
+        state = yield from self._end_flow()
+        key = (self.tenant, thread_id)
+        if record is not None and self._open.get(key) is record:
+            del self._open[key]
+        return state
+
+    def _note_turn(
+        self, thread_id: str, state: SessionState, full_text: str | None
+    ) -> _OpenRecord | None:
+        """The in-process record of the state's open turn (a new one for a new message)."""
+        ot = state.open_turn
+        if ot is None:
+            return None
+        key = (self.tenant, thread_id)
+        found = self._open.get(key)
+        if found is not None and found.same_turn(ot.message_id, ot.question):
+            if found.record is None:  # not sent yet: keep the latest view of the turn
+                found.state, found.block = state, block_for(state)
+                if full_text is not None:
+                    found.text = full_text
+            return found
+        text = full_text if full_text is not None else ot.question
+        record = _OpenRecord(ot.message_id, ot.question, text, state, block_for(state))
+        self._open[key] = record
+        return record
+
+    def _open_record(self, thread_id: str) -> _Flow[_OpenRecord | None]:
+        """This process's open turn, else the one the session state says is open."""
+        found = self._open.get((self.tenant, thread_id))
+        if found is not None:
+            return found
+        loaded = yield _Load()
+        return None if loaded is None else self._note_turn(thread_id, loaded, None)
+
+    def _commit_input(
+        self, thread_id: str, record: _OpenRecord, call: ModelCall
+    ) -> _Flow[TurnRecord | None]:
+        """Commit point 1: the user's message and the model input, once per turn."""
+        if record.record is not None or record.input_skipped:
+            return record.record
+        from convmem.transcript import ModelInput
+
+        model_input = ModelInput(
+            rendered_block=record.block if call.block is None else call.block,
+            state_snapshot=state_to_dict(record.state),
+            sent_message_ids=call.history_ids,
+            system_prompt=call.system_prompt,
+            tool_schemas=[dict(s) for s in call.tool_schemas],
+            model=call.model,
+            model_params=dict(call.model_params),
+        )
+        user = self._user_message(record, call.sent_question)
+        try:
+            record.record = yield from self._on_thread(
+                thread_id, "begin_turn_record", user, model_input
+            )
+        except TranscriptUnavailable as exc:
+            self._unrecorded(thread_id, "commit point 1 (user message and model input)", exc)
+            record.input_skipped = True
+        return record.record
+
+    def _commit_answer(
+        self, thread_id: str, record: _OpenRecord, answer: str | None
+    ) -> _Flow[None]:
+        """Commit point 2: tool calls, results and the answer, linked to point 1.
+
+        Without point 1 (a clarification: no model call; or point 1 was skipped) the
+        user's message goes in the same transaction, ahead of the rest.
+        """
+        from convmem.transcript import NewMessage
+        from convmem.transcript.errors import ThreadNotFound
+
+        messages = list(record.tools)
+        if answer is not None:
+            messages.append(NewMessage(role="assistant", content=answer))
+        try:
+            if record.record is not None:
+                turn = record.record
+                yield _Transcript(
+                    "complete_turn", (self.tenant, turn.thread_id, turn.turn_id, messages)
+                )
+            else:
+                user = self._user_message(record, None)
+                yield from self._on_thread(thread_id, "append", [user, *messages])
+        except TranscriptUnavailable as exc:
+            self._unrecorded(thread_id, "commit point 2 (tool calls, results, answer)", exc)
+        except ThreadNotFound:
+            log.warning("thread %r: its record was deleted during the turn; "
+                        "the rest of the turn is not recorded", thread_id)
+        record.done = True
+
+    def _thread_flow(self, thread_id: str) -> _Flow[str]:
+        """The transcript thread whose key is ``thread_id`` (cached per process)."""
+        if self.transcript is None:
+            raise ConfigError(
+                "this SessionMemory has no transcript: pass transcript=TranscriptStore(...)"
+            )
+        key = (self.tenant, thread_id)
+        found = self._threads.get(key)
+        if found is None:
+            thread = yield _Transcript("get_or_create_thread", (self.tenant, thread_id))
+            found = self._threads.setdefault(key, thread.id)
+        return found
+
+    def _on_thread(self, thread_id: str, method: str, *args: Any, **kwargs: Any) -> _Flow[Any]:
+        """``transcript.<method>(tenant, transcript thread, *args)``; when the cached
+        thread is gone (another instance deleted it), look the key up again once."""
+        from convmem.transcript.errors import ThreadNotFound
+
+        key = (self.tenant, thread_id)
+        for attempt in (1, 2):
+            tid = yield from self._thread_flow(thread_id)
+            try:
+                return (yield _Transcript(method, (self.tenant, tid, *args), kwargs))
+            except ThreadNotFound:
+                if attempt == 2 or method not in _RETRY_ON_NEW_THREAD:
+                    raise
+                if self._threads.get(key) == tid:
+                    del self._threads[key]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _user_message(self, record: _OpenRecord, sent_question: str | None) -> NewMessage:
+        from convmem.transcript import NewMessage
+
+        ours: dict[str, Any] = {}
+        if record.message_id is not None:
+            ours["message_id"] = record.message_id
+        ot = record.state.open_turn
+        if ot is not None and ot.rewritten and ot.rewritten != record.text:
+            ours["rewritten"] = ot.rewritten  # the resolver's reading (redaction reaches it)
+        if sent_question and sent_question != record.text:
+            ours["sent_as"] = sent_question
+        extra = {"convmem": ours} if ours else None
+        return NewMessage(role="user", content=record.text, extra=extra)
+
+    def _note_tool(
+        self,
+        thread_id: str,
+        call_id: str | None,
+        name: str,
+        args: Mapping[str, Any],
+        result: Any,
+        outcome: ToolResult,
+    ) -> None:
+        """Keep a tool call and its result for commit point 2 (in-process, no I/O)."""
+        record = self._open.get((self.tenant, thread_id))
+        if self.transcript is None or record is None or record.done:
+            return
+        from convmem.transcript import NewMessage, ToolCallPart, ToolResultPart
+
+        cid = call_id or f"call_{uuid.uuid4().hex[:16]}"
+        arguments = json.loads(json.dumps(dict(args), default=str))
+        record.tools.append(
+            NewMessage(role="assistant", content=[ToolCallPart(cid, name, arguments)])
+        )
+        record.tools.append(
+            NewMessage(
+                role="tool",
+                content=[ToolResultPart(cid, _tool_text(result, outcome), not outcome.ok)],
+            )
+        )
+
+    def _unrecorded(self, thread_id: str, what: str, exc: ConvMemError) -> None:
+        """``raise`` mode: re-raise. ``degrade``: WARNING, count, and let the turn go on."""
+        if self.on_transcript_error == "raise":
+            raise exc
+        self.stats.transcript_failures += 1
+        log.warning("thread %r: %s not recorded; the turn goes on "
+                    "(on_transcript_error='degrade'): %s", thread_id, what, exc)
+
+    def _delete_flow(self, thread_id: str) -> _Flow[DeletionReceipt | None]:
+        receipt: DeletionReceipt | None = None
+        key = (self.tenant, thread_id)
+        if self.transcript is not None:
+            self._open.pop(key, None)
+            receipt = yield from self._on_thread(thread_id, "delete_thread")
+            self._threads.pop(key, None)
+        yield _DeleteState()
+        return receipt
+
+    def _redact_flow(
+        self, thread_id: str, message_id: str, actor: str, reason: str, replacement: str
+    ) -> _Flow[RedactionReceipt]:
+        found = yield from self._on_thread(thread_id, "get_messages", [message_id])
+        receipt = yield from self._on_thread(
+            thread_id, "redact", message_id, actor=actor, reason=reason, replacement=replacement
+        )
+        gone: set[str] = set()
+        for message in found:
+            gone.add(message.text)
+            ours = message.extra.get("convmem")
+            if isinstance(ours, Mapping) and isinstance(ours.get("sent_as"), str):
+                gone.add(ours["sent_as"])
+        gone.discard("")
+        if not gone:
+            return receipt  # type: ignore[no-any-return]
+        record = self._open.get((self.tenant, thread_id))
+        if record is not None and (record.text in gone or record.question in gone):
+            record.text = replacement
+
+        def compute(current: SessionState) -> tuple[SessionState | None, None]:
+            scrubbed = without_questions(current, gone)
+            return (None if scrubbed == current else scrubbed), None
+
+        yield from self._save_with_retry(compute, f"redact {thread_id}")
+        return receipt  # type: ignore[no-any-return]
+
     # ------------------------------------------------------------------ helpers
 
     def _today(self, today: date | None) -> date:
@@ -415,3 +920,53 @@ def _with_version(result: T, version: int) -> T:
     if isinstance(result, Clarification):
         return replace(result, state=result.state.evolve(version=version))  # type: ignore[return-value]
     return result
+
+
+#: Transcript calls that may go to a fresh thread when the cached one was deleted.
+_RETRY_ON_NEW_THREAD = frozenset({"begin_turn_record", "append", "delete_thread"})
+
+
+def _tool_text(result: Any, outcome: ToolResult) -> str:
+    """A tool result as the record's text: the framework message's content, else JSON."""
+    content = getattr(result, "content", None)
+    if isinstance(content, str):
+        return content
+    if isinstance(result, str):
+        return result
+    if isinstance(result, ToolResult):
+        return json.dumps({"ok": result.ok, "data": result.data}, default=str)
+    if isinstance(content, (list, dict)):
+        return json.dumps(content, default=str)
+    if isinstance(result, (Mapping, list)):
+        return json.dumps(result, default=str)
+    return json.dumps({"ok": outcome.ok, "data": outcome.data}, default=str)
+
+
+def without_questions(state: SessionState, gone: set[str]) -> SessionState:
+    """``state`` with the questions in ``gone`` taken out (redaction reaching live state):
+    ``recent_questions``, ``last_rewrite`` when it rewrote one of them, an open turn or
+    a pending clarification asking it, and the open turn's base state."""
+
+    def hit(q: str | None) -> bool:
+        if not q:
+            return False
+        return q in gone or (len(q) >= MAX_QUESTION_CHARS and any(g.startswith(q) for g in gone))
+
+    last = state.last_rewrite
+    if hit(last) or (state.recent_questions and hit(state.recent_questions[-1])):
+        last = None
+    ot = state.open_turn
+    if ot is not None:
+        if hit(ot.question) or hit(ot.resolved_question) or hit(ot.rewritten):
+            ot = None
+        else:
+            ot = replace(ot, base=without_questions(ot.base, gone))
+    pending = state.pending
+    if pending is not None and hit(pending.question):
+        pending = None
+    return state.evolve(
+        recent_questions=tuple(q for q in state.recent_questions if not hit(q)),
+        last_rewrite=last,
+        open_turn=ot,
+        pending=pending,
+    )

@@ -4,17 +4,21 @@ Three things both adapters need and neither should own twice: where the thread a
 the tenant come from in a LangChain ``RunnableConfig`` (and the ``ConfigError`` when
 the thread id is missing), one ``SessionMemory`` per tenant derived from the one the
 application gave us (a shallow copy that shares the store, domain, resolver and
-policy config, so a per-call ``tenant_id`` never crosses tenants), and reading a user
-question or an answer out of LangChain messages. No session policy lives here.
+policy config, so a per-call ``tenant_id`` never crosses tenants), reading a user
+question or an answer out of LangChain messages, and translating what a chat model
+is about to receive into the core's ``ModelCall`` for the record. No session policy
+lives here.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from convmem.errors import ConfigError
 from convmem.session import MAX_QUESTION_CHARS, SessionMemory
@@ -108,3 +112,30 @@ def answer_text(messages: Sequence[BaseMessage], start: int) -> str | None:
         if isinstance(message, AIMessage):
             return message.text or None
     return None
+
+
+def full_text(message: BaseMessage) -> str | None:
+    """The whole user message for the record when ``question_text`` cut it."""
+    text = message.text
+    return text if len(text) > MAX_QUESTION_CHARS else None
+
+
+def plain(value: Any) -> Any:
+    """``value`` as plain JSON (what the record keeps); odd objects become strings."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def tool_schemas(tools: Sequence[Any]) -> tuple[dict[str, Any], ...]:
+    """Tools as OpenAI-style function schemas (dict tools are taken as they are)."""
+    return tuple(
+        plain(t) if isinstance(t, Mapping) else plain(convert_to_openai_tool(t)) for t in tools
+    )
+
+
+def model_name(model: Any) -> str | None:
+    """The model's name as its provider spells it, else its class name."""
+    for attr in ("model_name", "model", "model_id"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__ if model is not None else None

@@ -132,7 +132,9 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
                     "with SessionMemory(domain, transcript=TranscriptStore(url, retention=...))"
                 )
             tenant = tenant if tenant is not None else store.tenant
-            memory = TenantMemories(store).get(tenant)
+            # This history records the messages itself; the memory only drives the state
+            # (a memory with a transcript would record every turn a second time).
+            memory = TenantMemories(store).get(tenant).state_only()
             transcript = store.transcript
         elif isinstance(store, TranscriptStore):
             if view == "session":
@@ -249,8 +251,8 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
         return receipt
 
     # ------------------------------------------------------------------ session-view glue
-    # Everything that touches the SessionMemory's turn state is here, so it can be
-    # reconciled with a SessionMemory that records turns into the transcript itself.
+    # Everything that touches the SessionMemory's turn state is here. ``self.memory`` is
+    # the memory's ``state_only()`` view: the messages are recorded by this history.
 
     def _drive_session(
         self, messages: Sequence[BaseMessage], stored: Sequence[Message]

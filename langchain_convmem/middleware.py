@@ -12,6 +12,13 @@ turn is a clarification, answers with the clarifying ``AIMessage`` and ``jump_to
 clarification, which the next ``before_model`` returns, again without a model call);
 ``after_agent`` calls ``end_turn`` with the final answer. Thread and tenant come from
 ``config["configurable"]`` (``thread_id``, ``tenant_id``).
+
+With a transcript on the ``SessionMemory``, ``wrap_model_call`` records what the model
+is about to receive (system prompt, block, the question as sent, tool schemas, model
+and settings) with ``record_model_input`` right before calling it — commit point 1,
+once per turn (a failing model leaves it); each tool call and result goes to the
+record through ``record_tool`` (with the tool call id) and ``after_agent``'s
+``end_turn`` writes them with the answer — commit point 2.
 """
 
 from __future__ import annotations
@@ -33,13 +40,17 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from convmem.session import Clarification, SessionMemory, TurnContext
+from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
 from langchain_convmem._common import (
     TenantMemories,
     answer_text,
+    full_text,
     last_human_index,
+    model_name,
+    plain,
     question_text,
     scope,
+    tool_schemas,
     with_block,
     with_text,
 )
@@ -75,7 +86,7 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if turn is None:
             return None
         memory, thread = self._scope(get_config())
-        started = memory.begin_turn(thread, turn[0], message_id=turn[1])
+        started = memory.begin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
         return _clarify(started)
 
     @hook_config(can_jump_to=["end"])
@@ -86,7 +97,7 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if turn is None:
             return None
         memory, thread = self._scope(get_config())
-        started = await memory.abegin_turn(thread, turn[0], message_id=turn[1])
+        started = await memory.abegin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
         return _clarify(started)
 
     # ------------------------------------------------------------------ wrap_model_call
@@ -101,10 +112,13 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if turn is None:
             return handler(request)
         memory, thread = self._scope(get_config())
-        started = memory.begin_turn(thread, turn[0], message_id=turn[1])
+        started = memory.begin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
         if isinstance(started, Clarification):
             return AIMessage(content=started.text)  # before_model normally caught it
-        return handler(self._compact(request, started))
+        compact = self._compact(request, started)
+        if memory.transcript is not None:
+            memory.record_model_input(thread, _model_call(request, compact))
+        return handler(compact)
 
     async def awrap_model_call(
         self,
@@ -115,10 +129,13 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if turn is None:
             return await handler(request)
         memory, thread = self._scope(get_config())
-        started = await memory.abegin_turn(thread, turn[0], message_id=turn[1])
+        started = await memory.abegin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
         if isinstance(started, Clarification):
             return AIMessage(content=started.text)
-        return await handler(self._compact(request, started))
+        compact = self._compact(request, started)
+        if memory.transcript is not None:
+            await memory.arecord_model_input(thread, _model_call(request, compact))
+        return await handler(compact)
 
     def _compact(self, request: ModelRequest[Any], started: TurnContext) -> ModelRequest[Any]:
         messages = list(request.messages)
@@ -144,7 +161,9 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         memory, thread = self._scope(_tool_config(request))
         call = request.tool_call
         for message in _tool_messages(result, call.get("id")):
-            memory.record_tool(thread, call["name"], call.get("args"), message)
+            memory.record_tool(
+                thread, call["name"], call.get("args"), message, call_id=call.get("id")
+            )
         return result
 
     async def awrap_tool_call(
@@ -156,7 +175,9 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         memory, thread = self._scope(_tool_config(request))
         call = request.tool_call
         for message in _tool_messages(result, call.get("id")):
-            await memory.arecord_tool(thread, call["name"], call.get("args"), message)
+            await memory.arecord_tool(
+                thread, call["name"], call.get("args"), message, call_id=call.get("id")
+            )
         return result
 
     # ------------------------------------------------------------------ after_agent
@@ -186,13 +207,30 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return scope(self._memories, config, "thread_id", "SessionMemoryMiddleware")
 
 
-def _turn(messages: Sequence[BaseMessage]) -> tuple[str, str | None] | None:
-    """(question, message id) of the user message the agent is answering."""
+def _turn(messages: Sequence[BaseMessage]) -> tuple[str, str | None, str | None] | None:
+    """(question, message id, full text if cut) of the user message being answered."""
     start = last_human_index(messages)
     if start is None:
         return None
     human = messages[start]
-    return question_text(human), human.id
+    return question_text(human), human.id, full_text(human)
+
+
+def _model_call(request: ModelRequest[Any], compact: ModelRequest[Any]) -> ModelCall:
+    """The compact request in the core's terms: the application's system prompt (the
+    block is the turn's), the question as sent, tools, model and its settings."""
+    system = request.system_message
+    sent = compact.messages[0].text if compact.messages else None
+    params = dict(request.model_settings)
+    if request.tool_choice is not None:
+        params["tool_choice"] = request.tool_choice
+    return ModelCall(
+        system_prompt=system.text if system is not None else None,
+        sent_question=sent,
+        tool_schemas=tool_schemas(request.tools),
+        model=model_name(request.model),
+        model_params=plain(params),
+    )
 
 
 def _clarify(started: Clarification | TurnContext) -> dict[str, Any] | None:

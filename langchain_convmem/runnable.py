@@ -12,13 +12,25 @@ called; otherwise the chain runs (with the rewrite as its input when ``rewrite=T
 and its answer goes to ``end_turn``. A chain that raises leaves the turn open, so
 asking again resumes it (the façade is idempotent on the same question).
 ``batch``/``abatch`` come from ``Runnable`` and go through ``invoke``/``ainvoke``.
+
+With a transcript on the ``SessionMemory``, the wrapper cannot see the chain's prompt,
+so it listens for it: a callback handler (``raise_error``, so a failed write stops the
+chain) catches the first ``on_chat_model_start`` of the turn — the exact messages the
+chat model receives — and records them with ``record_model_input`` before the model
+runs (commit point 1): system messages other than the block become the system prompt,
+the block message the block, the last user message the question as sent, bound tools
+the tool schemas; any other message (few-shot examples) is kept in
+``model_params["other_messages"]``. ``end_turn`` records the answer (commit point 2).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast
+from uuid import UUID
 
+from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
+from langchain_core.callbacks.base import BaseCallbackManager
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -30,12 +42,15 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 
 from convmem.errors import ConfigError
-from convmem.session import Clarification, SessionMemory, TurnContext
+from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
 from langchain_convmem._common import (
     TenantMemories,
+    full_text,
     last_human_index,
+    plain,
     question_text,
     scope,
+    tool_schemas,
     with_text,
 )
 
@@ -115,11 +130,12 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
         memory, session = self._scope(config)
-        question, message_id = self._question(input)
-        started = memory.begin_turn(session, question, message_id=message_id)
+        question, message_id, text = self._question(input)
+        started = memory.begin_turn(session, question, message_id=message_id, full_text=text)
         if isinstance(started, Clarification):
             memory.end_turn(session, answer=started.text)
             return self._clarification(started.text, chunk=False)
+        config = _recording(config, memory, session, started, asynchronous=False)
         output = self.runnable.invoke(self._chain_input(input, started), config, **kwargs)
         memory.end_turn(session, answer=self._answer(output))
         return output
@@ -129,11 +145,14 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
     ) -> Any:
         config = ensure_config(config)
         memory, session = self._scope(config)
-        question, message_id = self._question(input)
-        started = await memory.abegin_turn(session, question, message_id=message_id)
+        question, message_id, text = self._question(input)
+        started = await memory.abegin_turn(
+            session, question, message_id=message_id, full_text=text
+        )
         if isinstance(started, Clarification):
             await memory.aend_turn(session, answer=started.text)
             return self._clarification(started.text, chunk=False)
+        config = _recording(config, memory, session, started, asynchronous=True)
         output = await self.runnable.ainvoke(self._chain_input(input, started), config, **kwargs)
         await memory.aend_turn(session, answer=self._answer(output))
         return output
@@ -143,13 +162,14 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
     ) -> Iterator[Any]:
         config = ensure_config(config)
         memory, session = self._scope(config)
-        question, message_id = self._question(input)
-        started = memory.begin_turn(session, question, message_id=message_id)
+        question, message_id, text = self._question(input)
+        started = memory.begin_turn(session, question, message_id=message_id, full_text=text)
         if isinstance(started, Clarification):
             memory.end_turn(session, answer=started.text)
             yield self._clarification(started.text, chunk=True)
             return
         final: Any = None
+        config = _recording(config, memory, session, started, asynchronous=False)
         for chunk in self.runnable.stream(self._chain_input(input, started), config, **kwargs):
             final = chunk if final is None else _accumulate(final, chunk)
             yield chunk
@@ -160,14 +180,17 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
     ) -> AsyncIterator[Any]:
         config = ensure_config(config)
         memory, session = self._scope(config)
-        question, message_id = self._question(input)
-        started = await memory.abegin_turn(session, question, message_id=message_id)
+        question, message_id, text = self._question(input)
+        started = await memory.abegin_turn(
+            session, question, message_id=message_id, full_text=text
+        )
         if isinstance(started, Clarification):
             await memory.aend_turn(session, answer=started.text)
             yield self._clarification(started.text, chunk=True)
             return
         final: Any = None
         chain_input = self._chain_input(input, started)
+        config = _recording(config, memory, session, started, asynchronous=True)
         async for chunk in self.runnable.astream(chain_input, config, **kwargs):
             final = chunk if final is None else _accumulate(final, chunk)
             yield chunk
@@ -213,13 +236,13 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
             f"dict holding one, got {type(value).__name__}"
         )
 
-    def _question(self, value: Any) -> tuple[str, str | None]:
+    def _question(self, value: Any) -> tuple[str, str | None, str | None]:
         messages = self._input_messages(value)
         if not messages:
             raise ConfigError("RunnableWithSessionMemory: the input holds no message")
         i = last_human_index(messages)
         user = messages[i if i is not None else -1]
-        return question_text(user), user.id
+        return question_text(user), user.id, full_text(user)
 
     def _chain_input(self, value: Any, started: TurnContext) -> Any:
         """The input with the block in the history slot and, if asked, the rewrite."""
@@ -303,3 +326,116 @@ def _accumulate(final: Any, chunk: Any) -> Any:
             merged[k] = merged[k] + v if k in merged else v
         return merged
     return final + chunk
+
+
+# ---------------------------------------------------------------------- the record
+
+
+def _model_call(
+    messages: Sequence[BaseMessage], started: TurnContext, kwargs: Mapping[str, Any]
+) -> ModelCall:
+    """The chat model's input in the core's terms (see the module docstring)."""
+    block_at = next(
+        (i for i, m in enumerate(messages)
+         if started.block and isinstance(m, SystemMessage) and m.text == started.block),
+        None,
+    )
+    human_at = last_human_index(messages)
+    system = [m.text for i, m in enumerate(messages)
+              if isinstance(m, SystemMessage) and i != block_at]
+    others = [{"type": m.type, "text": m.text} for i, m in enumerate(messages)
+              if not isinstance(m, SystemMessage) and i != human_at]
+    params = kwargs.get("invocation_params") or {}
+    settings: dict[str, Any] = {
+        k: v for k, v in params.items()
+        if k not in ("_type", "model", "model_name", "stop") and isinstance(
+            v, (str, int, float, bool)
+        )
+    }
+    if params.get("tool_choice") is not None:
+        settings["tool_choice"] = plain(params["tool_choice"])
+    if others:
+        settings["other_messages"] = others
+    metadata = kwargs.get("metadata") or {}
+    model = (metadata.get("ls_model_name") or params.get("model") or params.get("model_name")
+             or params.get("_type"))
+    return ModelCall(
+        system_prompt="\n\n".join(system) if system else None,
+        block=None if block_at is not None else "",
+        sent_question=messages[human_at].text if human_at is not None else None,
+        tool_schemas=tool_schemas(params.get("tools") or ()),
+        model=str(model) if model else None,
+        model_params=settings,
+    )
+
+
+class _Recorder(BaseCallbackHandler):
+    """Writes commit point 1 at the turn's first chat-model start (sync runs)."""
+
+    raise_error = True
+    run_inline = True
+
+    def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
+        self.memory, self.session, self.started = memory, session, started
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        call = _model_call(messages[0], self.started, {**kwargs, "metadata": metadata})
+        self.memory.record_model_input(self.session, call)
+
+
+class _AsyncRecorder(AsyncCallbackHandler):
+    """``_Recorder`` for async runs: awaits the façade's async twin."""
+
+    raise_error = True
+    run_inline = True
+
+    def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
+        self.memory, self.session, self.started = memory, session, started
+
+    async def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        call = _model_call(messages[0], self.started, {**kwargs, "metadata": metadata})
+        await self.memory.arecord_model_input(self.session, call)
+
+
+def _recording(
+    config: RunnableConfig,
+    memory: SessionMemory,
+    session: str,
+    started: TurnContext,
+    *,
+    asynchronous: bool,
+) -> RunnableConfig:
+    """``config`` with the recorder among its (inherited) callbacks; as is without a
+    transcript."""
+    if memory.transcript is None:
+        return config
+    handler: BaseCallbackHandler = (
+        _AsyncRecorder(memory, session, started) if asynchronous
+        else _Recorder(memory, session, started)
+    )
+    callbacks = config.get("callbacks")
+    if isinstance(callbacks, BaseCallbackManager):
+        manager = callbacks.copy()
+        manager.add_handler(handler, inherit=True)
+        return {**config, "callbacks": manager}
+    return {**config, "callbacks": [*(callbacks or []), handler]}

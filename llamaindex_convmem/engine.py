@@ -10,6 +10,9 @@ with the same ``ConvMemMemory`` (it records the answer and so closes the turn). 
 ``CondensePlusContextChatEngine(skip_condense=True)``: the rewrite already is the
 condensed question, and condensing again costs a model call per turn.
 
+With a transcript, the wrapper tells the memory the inner engine's system prompt (its
+system prefix messages) and model name, so the memory's model-input record holds them.
+
 Streaming clarifications go through LlamaIndex's own ``StreamingAgentChatResponse``
 writers (a thread for ``stream_chat``, a task for ``astream_chat``), exactly as the
 engines record streamed answers, so callers wait for the record the same way.
@@ -31,7 +34,7 @@ from llama_index.core.chat_engine.types import (
 
 from convmem.errors import ConfigError
 from convmem.session import Clarification, TurnContext
-from llamaindex_convmem.memory import ConvMemMemory
+from llamaindex_convmem.memory import ConvMemMemory, message_text
 
 
 def _question(started: TurnContext, message: str) -> str:
@@ -59,6 +62,12 @@ class ConvMemChatEngine(BaseChatEngine):
             )
         self.inner_engine = inner_engine
         self.memory = memory
+        if memory.system_prompt is None:
+            prefix = getattr(inner_engine, "_prefix_messages", None) or []
+            system = [message_text(m) for m in prefix if m.role == MessageRole.SYSTEM]
+            memory.system_prompt = "\n\n".join(system) if system else None
+        metadata = getattr(getattr(inner_engine, "_llm", None), "metadata", None)
+        memory.describe_model(model=getattr(metadata, "model_name", None))
 
     # ------------------------------------------------------------------ helpers
 

@@ -21,6 +21,15 @@ inside a running loop and from LlamaIndex's streaming writer thread.
 A clarification cannot stop a plain engine from calling its model; the memory then
 returns an instruction to ask it verbatim. To answer a clarification without any model
 call, wrap the engine in ``ConvMemChatEngine``.
+
+With a transcript on the ``SessionMemory``, the first ``get``/``aget`` of a turn — what
+an engine or agent sends the model next — is recorded before the model call
+(``record_model_input``, commit point 1): ``system_prompt`` (the engine's own system
+prompt; ``ConvMemChatEngine`` fills it from the inner engine), the block or
+clarification instruction this memory returns, the question as sent, the tool schemas
+``wrap_tools`` registered and the model's name. The answer ``put`` closes the turn and
+``end_turn`` records it with the tool calls (commit point 2). Context a retrieving
+engine adds to its own system message is not seen by the memory and not recorded.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.memory.types import BaseMemory
 
 from convmem.errors import ConfigError
-from convmem.session import Clarification, SessionMemory, TurnContext
+from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
 
 #: Sent instead of the block when the turn must ask the user to choose.
 CLARIFY_INSTRUCTION = "Reply to the user with exactly this question and nothing else:\n"
@@ -90,13 +99,23 @@ class ConvMemMemory(BaseMemory):
 
     thread_id: str
     rewrite: bool = True
+    system_prompt: str | None = None  # what the engine sends ahead of us, for the record
 
     _facade: SessionMemory = PrivateAttr()
+    _tool_schemas: tuple[dict[str, Any], ...] = PrivateAttr(default=())
+    _model: str | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _turn: _Turn | None = PrivateAttr(default=None)
     _transcript: list[ChatMessage] = PrivateAttr(default_factory=list)
 
-    def __init__(self, memory: SessionMemory, *, thread_id: str, rewrite: bool = True) -> None:
+    def __init__(
+        self,
+        memory: SessionMemory,
+        *,
+        thread_id: str,
+        rewrite: bool = True,
+        system_prompt: str | None = None,
+    ) -> None:
         if not isinstance(memory, SessionMemory):
             raise ConfigError(
                 "ConvMemMemory: memory must be a convmem.SessionMemory, "
@@ -106,7 +125,9 @@ class ConvMemMemory(BaseMemory):
             raise ConfigError(
                 f"ConvMemMemory: thread_id must be a non-empty string, got {thread_id!r}"
             )
-        super().__init__(thread_id=thread_id, rewrite=rewrite)  # type: ignore[call-arg]
+        super().__init__(  # type: ignore[call-arg]
+            thread_id=thread_id, rewrite=rewrite, system_prompt=system_prompt
+        )
         self._facade = memory
 
     @classmethod
@@ -133,6 +154,39 @@ class ConvMemMemory(BaseMemory):
     def session_memory(self) -> SessionMemory:
         """The façade this memory reports to (``wrap_tools`` reuses it)."""
         return self._facade
+
+    def describe_model(
+        self,
+        *,
+        tool_schemas: tuple[dict[str, Any], ...] | None = None,
+        model: str | None = None,
+    ) -> None:
+        """Tell the record which tools and model the next model calls use
+        (``wrap_tools`` and ``ConvMemChatEngine`` call this)."""
+        if tool_schemas is not None:
+            self._tool_schemas = tuple(tool_schemas)
+        if model is not None:
+            self._model = model
+
+    def _model_call(
+        self,
+        started: Clarification | TurnContext,
+        sent: list[ChatMessage],
+        input: str | ChatMessage | None,
+    ) -> ModelCall:
+        """What the model receives next: our messages, after the engine's system prompt
+        (the engine appends the question itself when it has not ``put`` it yet)."""
+        block = next((message_text(m) for m in sent if m.role == MessageRole.SYSTEM), "")
+        question = next((message_text(m) for m in sent if m.role == MessageRole.USER), None)
+        if question is None and input is not None:
+            question = message_text(input)
+        return ModelCall(
+            system_prompt=self.system_prompt,
+            block=None if isinstance(started, TurnContext) else block,
+            sent_question=question,
+            tool_schemas=self._tool_schemas,
+            model=self._model,
+        )
 
     # ------------------------------------------------------------------ turn bookkeeping
 
@@ -204,7 +258,10 @@ class ConvMemMemory(BaseMemory):
             block = self._facade.block(self.thread_id)
             return [ChatMessage(role=MessageRole.SYSTEM, content=block)] if block else []
         started = self._facade.begin_turn(self.thread_id, turn.question, message_id=turn.message_id)
-        return self._started(turn, started)
+        sent = self._started(turn, started)
+        if self._facade.transcript is not None:
+            self._facade.record_model_input(self.thread_id, self._model_call(started, sent, input))
+        return sent
 
     def get_all(self) -> list[ChatMessage]:
         """Every message put in this process (the durable record is the transcript's job)."""
@@ -240,7 +297,12 @@ class ConvMemMemory(BaseMemory):
         started = await self._facade.abegin_turn(
             self.thread_id, turn.question, message_id=turn.message_id
         )
-        return self._started(turn, started)
+        sent = self._started(turn, started)
+        if self._facade.transcript is not None:
+            await self._facade.arecord_model_input(
+                self.thread_id, self._model_call(started, sent, input)
+            )
+        return sent
 
     async def aget_all(self) -> list[ChatMessage]:
         return self.get_all()

@@ -7,7 +7,9 @@ sees it in the block. The wrapper adds no policy: it only translates.
 
 The thread is fixed when the tools are wrapped: pass the ``ConvMemMemory`` the agent uses
 (its ``thread_id`` is taken), or a ``SessionMemory`` plus ``thread_id=``. Wrap the tools
-per conversation (per ``agent.run`` thread), not once per process.
+per conversation (per ``agent.run`` thread), not once per process. With a transcript,
+each call and its output join the turn's record (commit point 2), and wrapping through
+a ``ConvMemMemory`` registers the tools' schemas for the model-input record.
 
 Clarification with ``FunctionAgent``: when a tool returns several candidates the rule
 cannot pick from, ``record_tool`` returns a ``Clarification``; the wrapped tool then
@@ -89,6 +91,7 @@ def wrap_tools(
     """Wrap each tool so its results feed the session state of one thread."""
     if isinstance(memory, ConvMemMemory):
         facade, thread = memory.session_memory, thread_id or memory.thread_id
+        memory.describe_model(tool_schemas=tuple(t.metadata.to_openai_tool() for t in tools))
     elif isinstance(memory, SessionMemory):
         if not thread_id:
             raise ConfigError("wrap_tools: with a SessionMemory, pass thread_id=")

@@ -1211,6 +1211,17 @@ def scrub(obj: Any, needles: Sequence[str], replacement: str) -> Any:
     return obj
 
 
+def _derived_needles(extra: Mapping[str, Any]) -> list[str]:
+    """Text derived from a message that ``SessionMemory`` notes in its ``extra``
+    (``convmem.rewritten`` / ``convmem.sent_as``): it quotes the message in other words,
+    so it goes wherever the message's own text goes."""
+    ours = extra.get("convmem")
+    if not isinstance(ours, Mapping):
+        return []
+    found = (ours.get(k) for k in ("rewritten", "sent_as"))
+    return [v for v in found if isinstance(v, str) and len(v.strip()) >= 3]
+
+
 def redact_parts(parts: Sequence[Mapping[str, Any]], replacement: str) -> list[JSONDict]:
     """Content gone, structure kept: kinds, tool names and call ids stay."""
     out: list[JSONDict] = []
@@ -1256,6 +1267,7 @@ def redact(
     needles: list[str] = []
     for r in rows:
         needles.extend(_needles(r["parts"] or []))
+        needles.extend(_derived_needles(r["extra"] or {}))
     needles = sorted(set(needles), key=len, reverse=True)
     now = ctx.now()
     ids = sorted(r["id"] for r in rows)

@@ -50,8 +50,9 @@ def test_public_api_is_pinned() -> None:
     assert sorted(convmem.__all__) == sorted([
         "RESOLUTION_SCHEMA", "Catalog", "Clarification", "ConfigError", "ConvMemError",
         "CorruptState", "Domain", "Entity", "FilterValue", "Focus", "InMemoryCatalog",
-        "InMemorySessionStateStore", "Mention", "Option", "PendingClarification", "PeriodFilter",
+        "InMemorySessionStateStore", "Mention", "ModelCall", "Option", "PendingClarification", "PeriodFilter",
         "PolicyConfig", "Resolution", "Resolver", "RuleResolver", "SessionMemory", "SessionState",
+        "SessionStats",
         "SessionStateStore", "StateUnavailable", "StructuredResolver", "ToolFocusRule", "ToolResult",
         "ToolRule", "TopicDetector", "TranscriptUnavailable", "TurnContext", "VersionConflict",
         "VocabFilter", "count_message_tokens", "count_tokens", "load_domain", "render",

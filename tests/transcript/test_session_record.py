@@ -1,0 +1,457 @@
+"""``SessionMemory`` with a transcript: the two commit points of a turn, driven by the façade.
+
+Every test runs on SQLite and PostgreSQL, through the sync methods and through their
+async twins (on one event loop, ``blockbuster`` active).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from convmem import (
+    Clarification,
+    Domain,
+    InMemorySessionStateStore,
+    ModelCall,
+    SessionMemory,
+    SessionStateStore,
+    TranscriptUnavailable,
+    TurnContext,
+    count_tokens,
+    load_domain,
+)
+from convmem.testing.transcript_spec import FOREVER, Api
+from convmem.transcript import TextPart, ToolCallPart, ToolResultPart, TranscriptStore
+from convmem.transcript.models import CONTENT_TABLES
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+TODAY = date(2026, 11, 30)
+LOOKUP = {"ok": True, "data": {"id": "C-1080", "name": "Brightwater Farms"}}
+CALL = ModelCall(
+    system_prompt="You answer questions about the account book.",
+    tool_schemas=({"type": "function", "function": {"name": "lookup_customer"}},),
+    model="fake-model-1",
+    model_params={"temperature": 0.0},
+)
+_MIGRATED: set[str] = set()
+
+
+@pytest.fixture(scope="module")
+def crm() -> Domain:
+    domain = load_domain(DATA / "domains" / "crm.json")
+    assert domain.catalog is not None  # built (files read) before any event loop runs
+    assert count_tokens("warm the tokenizer up") > 0  # likewise
+    return domain
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", marks=pytest.mark.sqlite),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
+def transcript_url(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url"))
+
+
+def _store(url: str) -> TranscriptStore:
+    store = TranscriptStore(url, retention=FOREVER)
+    if url not in _MIGRATED:
+        store.migrate()
+        _MIGRATED.add(url)
+    return store
+
+
+@pytest.fixture
+def transcript(transcript_url: str) -> TranscriptStore:
+    return _store(transcript_url)
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+class Turns:
+    """A ``SessionMemory`` and its transcript, called through sync or async methods."""
+
+    def __init__(self, memory: SessionMemory, mode: str, loop_owner: Api | None = None) -> None:
+        self.memory = memory
+        self.api = loop_owner if loop_owner is not None else Api(memory, mode)  # type: ignore[arg-type]
+        self.mode = mode
+
+    def __getattr__(self, name: str) -> Any:
+        if self.api.loop is None:
+            return getattr(self.memory, name)
+        afn = getattr(self.memory, "a" + name)
+        return lambda *a, **k: self.api.run(afn(*a, **k))
+
+    def store(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """A call on the transcript, through the same mode."""
+        transcript = self.memory.transcript
+        assert transcript is not None
+        if self.api.loop is None:
+            return getattr(transcript, name)(*args, **kwargs)
+        return self.api.run(getattr(transcript, "a" + name)(*args, **kwargs))
+
+    def close(self) -> None:
+        transcript = self.memory.transcript
+        if self.api.loop is not None:
+            if transcript is not None:
+                self.api.run(transcript.async_engine.dispose())
+            self.api.run(asyncio.sleep(0.05))  # aiosqlite threads deliver their last results
+            self.api.loop.close()
+        if transcript is not None:
+            transcript.engine.dispose()
+
+
+@pytest.fixture
+def make(crm: Domain, tenant: str, mode: str) -> Iterator[Any]:
+    """``make(transcript, state_store=None, **kw)`` → ``Turns``; blockbuster on in async mode."""
+    made: list[Turns] = []
+
+    def build(
+        transcript: TranscriptStore | None,
+        state_store: SessionStateStore | None = None,
+        **kw: Any,
+    ) -> Turns:
+        memory = SessionMemory(
+            crm,
+            store=state_store if state_store is not None else InMemorySessionStateStore(),
+            transcript=transcript,
+            tenant=tenant,
+            **kw,
+        )
+        turns = Turns(memory, mode, made[0].api if made else None)
+        made.append(turns)
+        return turns
+
+    with ExitStack() as stack:
+        if mode == "async":
+            from blockbuster import blockbuster_ctx
+
+            stack.enter_context(blockbuster_ctx())
+        yield build
+    for turns in reversed(made):
+        if turns is made[0]:
+            continue
+        transcript = turns.memory.transcript
+        if transcript is not None and turns.api.loop is not None:
+            turns.api.run(transcript.async_engine.dispose())
+        if transcript is not None:
+            transcript.engine.dispose()
+    if made:
+        made[0].close()
+
+
+def _rows(store: TranscriptStore, tenant: str) -> dict[str, int]:
+    with store.engine.connect() as conn:
+        return {
+            t: conn.execute(sa.text(f'SELECT COUNT(*) FROM "{t}" WHERE tenant = :t'), {"t": tenant})
+            .scalar_one()
+            for t in CONTENT_TABLES
+        }
+
+
+def _dump(store: TranscriptStore, tenant: str) -> str:
+    """Every row of the tenant, as text."""
+    out = []
+    with store.engine.connect() as conn:
+        for t in CONTENT_TABLES:
+            rows = conn.execute(sa.text(f'SELECT * FROM "{t}" WHERE tenant = :t'), {"t": tenant})
+            out.extend(repr(tuple(r)) for r in rows)
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- commit points
+
+
+def test_two_commit_points_per_turn(make: Any, transcript: TranscriptStore, tenant: str) -> None:
+    t = make(transcript)
+    started = t.begin_turn("th", "Pull up Brightwater Farms.", message_id="m1", today=TODAY)
+    assert isinstance(started, TurnContext)
+    tid = t.transcript_thread_id("th")
+    assert t.store("active_path", tenant, tid) == []  # nothing before the model input is known
+
+    first = t.record_model_input("th", CALL)
+    assert first is not None
+    again = t.record_model_input("th", ModelCall(system_prompt="a later step of the tool loop"))
+    assert again == first  # one model-input record per turn: the first call's
+    (user,) = t.store("active_path", tenant, tid)  # commit point 1: the user message
+    assert user.role == "user" and user.text == "Pull up Brightwater Farms."
+    assert user.extra == {"convmem": {"message_id": "m1"}} and user.turn_id == first.turn_id
+
+    seen = t.store("reconstruct_model_input", tenant, tid, first.turn_id)
+    assert seen.system_prompt == CALL.system_prompt and seen.model == "fake-model-1"
+    assert seen.rendered_block == started.block and seen.messages == ()
+    assert seen.tool_schemas == tuple(dict(s) for s in CALL.tool_schemas)
+    assert seen.model_params == {"temperature": 0.0}
+    assert seen.state_snapshot["turn"] == 1 and seen.completed_at is None
+
+    t.record_tool("th", "lookup_customer", {"name": "Brightwater Farms"}, LOOKUP, call_id="c1")
+    t.end_turn("th", answer="Brightwater Farms: 12 open orders.")
+    path = t.store("active_path", tenant, tid)
+    assert [m.role for m in path] == ["user", "assistant", "tool", "assistant"]
+    assert path[1].parts == (ToolCallPart("c1", "lookup_customer", {"name": "Brightwater Farms"}),)
+    assert isinstance(path[2].parts[0], ToolResultPart) and path[2].parts[0].call_id == "c1"
+    assert "Brightwater Farms" in path[2].parts[0].content
+    assert path[3].parts == (TextPart("Brightwater Farms: 12 open orders."),)
+    assert {m.turn_id for m in path} == {first.turn_id}
+    done = t.store("reconstruct_model_input", tenant, tid, first.turn_id)
+    assert done.completed_at is not None and done.answer_message_id == path[3].id
+
+    # begin_turn(model_call=...) writes commit point 1 at once; ids of replayed messages kept.
+    second = t.begin_turn(
+        "th", "Who's their rep?", today=TODAY,
+        model_call=ModelCall(system_prompt=CALL.system_prompt, history_ids=(user.id, path[3].id),
+                             sent_question="Who's Brightwater Farms's rep?"),
+    )
+    assert isinstance(second, TurnContext)
+    path = t.store("active_path", tenant, tid)
+    assert path[-1].text == "Who's their rep?"
+    assert path[-1].extra == {"convmem": {"rewritten": "Who's Brightwater Farms's rep?",
+                                          "sent_as": "Who's Brightwater Farms's rep?"}}
+    seen = t.store("reconstruct_model_input", tenant, tid, path[-1].turn_id)
+    assert [m.id for m in seen.messages] == [user.id, path[3].id]
+    assert seen.rendered_block == second.block and "Brightwater Farms" in seen.rendered_block
+    t.end_turn("th", answer="Dana Whitfield.")
+    assert [m.text for m in t.store("active_path", tenant, tid)][-2:] == [
+        "Who's their rep?", "Dana Whitfield."]
+    state = t.get_state("th")
+    assert state is not None and state.open_turn is None
+
+
+def test_clarification_records_question_and_answer_without_model_input(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    t = make(transcript)
+    clar = t.begin_turn("th", "Briefly, how is Harbor doing?", today=TODAY, model_call=CALL)
+    assert isinstance(clar, Clarification)
+    tid = t.transcript_thread_id("th")
+    assert t.store("active_path", tenant, tid) == []  # the model is not called: no commit 1
+    t.end_turn("th", answer=clar.text)
+    path = t.store("active_path", tenant, tid)
+    assert [(m.role, m.text) for m in path] == [
+        ("user", "Briefly, how is Harbor doing?"), ("assistant", clar.text)]
+    assert all(m.turn_id is None for m in path)
+    assert _rows(transcript, tenant)["convmem_turns"] == 0
+
+
+def test_failed_model_call_leaves_commit_point_one(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    t = make(transcript)
+    t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
+    # The model raised: no end_turn. The next message starts a new turn.
+    t.begin_turn("th", "Pull up Brightwater Farms, please.", today=TODAY, model_call=CALL)
+    t.end_turn("th", answer="Here it is.")
+    path = t.store("active_path", tenant, t.transcript_thread_id("th"))
+    assert [m.text for m in path] == [
+        "Pull up Brightwater Farms.", "Pull up Brightwater Farms, please.", "Here it is."]
+    assert _rows(transcript, tenant)["convmem_turns"] == 2
+    first = t.store("reconstruct_model_input", tenant, path[0].thread_id, path[0].turn_id)
+    assert first.completed_at is None and first.answer_message_id is None
+
+
+def test_full_text_is_recorded_when_the_question_is_cut(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    t = make(transcript)
+    long = "Pull up Brightwater Farms. " + "x" * 5000
+    t.begin_turn("th", long[:4000], today=TODAY, full_text=long, model_call=CALL)
+    t.end_turn("th", answer="ok")
+    path = t.store("active_path", tenant, t.transcript_thread_id("th"))
+    assert path[0].text == long
+
+
+def test_model_call_must_be_plain_json() -> None:
+    with pytest.raises(ValueError, match="model_params"):
+        ModelCall(model_params={"client": object()})
+
+
+# --------------------------------------------------------------------------- unavailable
+
+
+def _unreachable(url: str, tmp_path: Path) -> TranscriptStore:
+    if url.startswith("sqlite"):
+        return TranscriptStore(f"sqlite:///{tmp_path / 'missing' / 'dir' / 'x.db'}", retention=FOREVER)
+    return TranscriptStore("postgresql://nobody@127.0.0.1:1/none", retention=FOREVER)
+
+
+def test_unwritable_record_fails_the_turn_before_the_model_call(
+    make: Any, transcript_url: str, tmp_path: Path
+) -> None:
+    t = make(_unreachable(transcript_url, tmp_path))
+    calls: list[str] = []
+    started = t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY)
+    with pytest.raises(TranscriptUnavailable):
+        t.record_model_input("th", CALL)
+        calls.append("model")  # where the adapter would call the model
+    assert calls == []
+    with pytest.raises(TranscriptUnavailable):
+        t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
+    assert isinstance(started, TurnContext)
+
+
+def test_degrade_switch_lets_the_turn_go_on(
+    make: Any, transcript_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = make(_unreachable(transcript_url, tmp_path), on_transcript_error="degrade")
+    with caplog.at_level(logging.WARNING, logger="convmem.session"):
+        started = t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
+        assert isinstance(started, TurnContext)
+        assert t.record_model_input("th", CALL) is None  # not retried within the turn
+        t.record_tool("th", "lookup_customer", {}, LOOKUP)
+        state = t.end_turn("th", answer="ok")
+    assert state.open_turn is None and state.focus is not None
+    assert t.memory.stats.transcript_failures == 2  # commit point 1, then point 2
+    assert sum("not recorded" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_bad_switch_is_a_config_error(crm: Domain) -> None:
+    with pytest.raises(ValueError, match="on_transcript_error"):
+        SessionMemory(crm, on_transcript_error="ignore")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="TranscriptStore"):
+        SessionMemory(crm, transcript="sqlite:///x.db")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- erasure
+
+
+def _two_turns(t: Turns) -> None:
+    t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
+    t.record_tool("th", "lookup_customer", {"name": "Brightwater Farms"}, LOOKUP, call_id="c1")
+    t.end_turn("th", answer="Found it.")
+    t.begin_turn("th", "What did they order last quarter?", today=TODAY, model_call=CALL)
+    t.end_turn("th", answer="Three orders.")
+
+
+def test_delete_thread_leaves_no_row_and_no_state_key(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    t = make(transcript)
+    _two_turns(t)
+    assert _rows(transcript, tenant)["convmem_messages"] == 6
+    receipt = t.delete_thread("th")
+    assert receipt is not None and receipt.messages == 6 and receipt.turns == 2
+    assert set(_rows(transcript, tenant).values()) == {0}
+    assert t.get_state("th") is None
+    t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)  # a new record
+    assert _rows(transcript, tenant)["convmem_threads"] == 1
+
+
+@pytest.mark.redis
+def test_delete_thread_with_redis_state(
+    make: Any, transcript: TranscriptStore, tenant: str, redis_url: str, key_prefix: str
+) -> None:
+    import redis
+
+    from convmem.stores.redis import RedisSessionStateStore
+
+    state_store = RedisSessionStateStore(redis_url, prefix=key_prefix, strict=True)
+    t = make(transcript, state_store)
+    _two_turns(t)
+    raw = redis.Redis.from_url(redis_url)
+    try:
+        assert raw.keys(f"{key_prefix}*")
+        t.delete_thread("th")
+        assert raw.keys(f"{key_prefix}*") == []
+        assert set(_rows(transcript, tenant).values()) == {0}
+    finally:
+        raw.close()
+
+
+def test_delete_through_one_device_then_the_other_goes_on(
+    make: Any, transcript_url: str, tenant: str
+) -> None:
+    shared = InMemorySessionStateStore()
+    a = make(_store(transcript_url), shared)
+    b = make(_store(transcript_url), shared)
+    _two_turns(a)
+    b.transcript_thread_id("th")  # b caches the thread id
+    a.delete_thread("th")
+    b.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
+    b.end_turn("th", answer="Found it.")
+    tid = a.transcript_thread_id("th")
+    assert [m.text for m in a.store("active_path", tenant, tid)] == [
+        "Pull up Brightwater Farms.", "Found it."]
+
+
+def test_redaction_reaches_the_live_state(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    t = make(transcript)
+    _two_turns(t)
+    state = t.get_state("th")
+    assert state is not None and "What did they order last quarter?" in state.recent_questions
+    tid = t.transcript_thread_id("th")
+    question = next(m for m in t.store("active_path", tenant, tid)
+                    if m.text == "What did they order last quarter?")
+    receipt = t.redact("th", question.id, actor="dpo@example.org", reason="user request")
+    assert question.id in receipt.message_ids
+    state = t.get_state("th")
+    assert state is not None
+    assert "What did they order last quarter?" not in state.recent_questions
+    assert "Pull up Brightwater Farms." in state.recent_questions
+    assert state.last_rewrite is None
+    assert "What did they order" not in t.block("th")
+    texts = [m.text for m in t.store("active_path", tenant, tid)]
+    assert "What did they order last quarter?" not in texts and "[redacted]" in texts
+    # The resolver's rewrite quotes the question in other words: it goes too, everywhere
+    # (the user message's extra, model-input snapshots and blocks).
+    assert question.extra["convmem"]["rewritten"] == "What did Brightwater Farms order last quarter?"
+    rows = _dump(transcript, tenant)
+    assert "order last quarter" not in rows and "[redacted]" in rows
+
+
+def test_redaction_during_a_turn_drops_the_open_turn(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    t = make(transcript)
+    t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
+    tid = t.transcript_thread_id("th")
+    (question,) = t.store("active_path", tenant, tid)
+    t.redact("th", question.id, actor="dpo@example.org", reason="pasted by mistake")
+    state = t.get_state("th")
+    assert state is not None and state.open_turn is None and state.recent_questions == ()
+
+
+# --------------------------------------------------------------------------- two devices
+
+
+def test_two_devices_append_to_one_ordered_thread(
+    make: Any, transcript_url: str, tenant: str
+) -> None:
+    shared = InMemorySessionStateStore()
+    phone = make(_store(transcript_url), shared)
+    laptop = make(_store(transcript_url), shared)
+    script = [
+        (phone, "Pull up Brightwater Farms.", "Found it."),
+        (laptop, "Who's their rep?", "Dana Whitfield."),
+        (phone, "What did they order last quarter?", "Three orders."),
+    ]
+    for device, question, answer in script:
+        device.begin_turn("th", question, today=TODAY, model_call=CALL)
+        device.end_turn("th", answer=answer)
+    tid = phone.transcript_thread_id("th")
+    assert laptop.transcript_thread_id("th") == tid
+    expected = [text for _, q, a in script for text in (q, a)]
+    for device in (phone, laptop):
+        path = device.store("active_path", tenant, tid)
+        assert [m.text for m in path] == expected
+        assert [m.seq for m in path] == sorted(m.seq for m in path)
