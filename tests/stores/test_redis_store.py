@@ -23,7 +23,7 @@ import redis.asyncio
 from redis.cluster import RedisCluster
 from redis.driver_info import DriverInfo
 
-from convmem.errors import ConfigError, StateUnavailable
+from convmem.errors import ConfigError, StateUnavailable, VersionConflict
 from convmem.state import SessionState
 from convmem.stores import RedisClusterSessionStateStore, RedisSessionStateStore, state_key
 from convmem.testing import SessionStateStoreSpec
@@ -264,7 +264,9 @@ def test_key_layout_value_format_and_ttl(redis_url: str, key_prefix: str) -> Non
     try:
         store.save("tenant-a", "thread-1", rich_state(), expected_version=0)
         key = f"{key_prefix}:v1:state:{{tenant-a:thread-1}}"
-        value = json.loads(raw.get(key) or b"null")
+        stored = raw.get(key) or b""
+        assert stored.startswith(b'{"v":1,"version":1,')  # STATE_HEAD: CAS reads no JSON
+        value = json.loads(stored)
         assert (value["v"], value["version"]) == (1, 1)
         assert 110_000 < raw.pttl(key) <= 120_000
     finally:
@@ -287,6 +289,46 @@ async def test_cold_script_cache_falls_back_to_eval(
     finally:
         await asyncio.to_thread(raw.close)
         await own_store.aclose()
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize(
+    "stored",
+    [
+        b'{"v":1,"version":12,"turn":3}',
+        b'{"v":1,"version":12}',
+        b'{"v":1,"version":12,"focus":',  # head decides, body corrupt
+        b'{"turn":3,"version":7,"v":1}',  # another key order: decoded
+        b'{"version":7.0,"v":1}',
+        b'{"version":-7,"v":1}',
+        b'{"version":"7","v":1}',
+        b'{"version":true,"v":1}',
+        b'{"v":2,"version":7}',
+        b'{"v": 1, "version": 7}',  # not our head (spaces): decoded
+        b"[7]",
+        b"\xff\x00garbage",
+        b"",
+        b'{"v":1,"version":5,"x":"' + b"y" * 70_000 + b'"}',  # over 64 KB
+    ],
+)
+def test_lua_reads_the_stored_version_like_the_codec(
+    stored: bytes, redis_url: str, key_prefix: str
+) -> None:
+    """The CAS script and ``convmem.state.stored_version`` agree on every kind of value."""
+    from convmem.state import stored_version
+
+    store = RedisSessionStateStore(redis_url, prefix=key_prefix)
+    raw = redis.Redis.from_url(redis_url)
+    try:
+        raw.set(state_key(TENANT, "t1", key_prefix), stored)
+        expected = stored_version(stored)
+        with pytest.raises(VersionConflict) as info:
+            store.save(TENANT, "t1", rich_state(), expected_version=expected + 1)
+        assert info.value.actual == expected
+        assert store.save(TENANT, "t1", rich_state(), expected_version=expected) == expected + 1
+    finally:
+        store.close()
+        raw.close()
 
 
 def _script_shas() -> list[str]:
