@@ -15,6 +15,8 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import date
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -96,6 +98,22 @@ class TestRedisClusterStore(_RawRedisHooks):
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture
+def urls(redis_url: str, redis_cluster_url: str) -> dict[str, str]:
+    """Both servers, resolved before the test body (and its blockbuster) starts."""
+    return {"redis": redis_url, "cluster": redis_cluster_url}
+
+
+STORE_CLASSES = {"redis": RedisSessionStateStore, "cluster": RedisClusterSessionStateStore}
+
+
+@pytest.fixture(scope="module")
+def crm() -> Any:
+    from convmem import load_domain
+
+    return load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm.json")
 
 
 @pytest.fixture
@@ -345,11 +363,9 @@ def _script_shas() -> list[str]:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", ["redis", "cluster"])
 async def test_iter_threads_lists_one_tenant_with_scan(
-    mode: str, backend: str, request: pytest.FixtureRequest, key_prefix: str
+    mode: str, backend: str, urls: dict[str, str], key_prefix: str
 ) -> None:
-    url = request.getfixturevalue("redis_url" if backend == "redis" else "redis_cluster_url")
-    cls = RedisSessionStateStore if backend == "redis" else RedisClusterSessionStateStore
-    store = cls(url, prefix=key_prefix)
+    store = STORE_CLASSES[backend](urls[backend], prefix=key_prefix)
     api = StoreDriver(store, mode)  # type: ignore[arg-type]
     wanted = {f"thread-{i}" for i in range(40)}
     try:
@@ -432,15 +448,12 @@ def test_rejects_what_is_not_a_client() -> None:
 
 @pytest.mark.redis
 def test_facade_turns_survive_a_redis_kill(
-    throwaway_redis: RedisServer, caplog: pytest.LogCaptureFixture
+    throwaway_redis: RedisServer, crm: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A session driven through SessionMemory keeps answering while its cache is dead."""
-    from datetime import date
-    from pathlib import Path
+    from convmem import SessionMemory, TurnContext
 
-    from convmem import SessionMemory, TurnContext, load_domain
-
-    domain = load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm.json")
+    domain = crm
     store = RedisSessionStateStore(throwaway_redis.url, prefix=f"facade{os.getpid()}")
     mem = SessionMemory(domain, store=store, tenant="acme")
     today = date(2026, 11, 30)
@@ -466,3 +479,35 @@ def test_facade_turns_survive_a_redis_kill(
     mem.end_turn("t")
     state = mem.get_state("t")
     assert state is not None and state.focus is not None and state.focus.id == "C-1080"
+
+
+@pytest.mark.redis
+@pytest.mark.cluster
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+async def test_fifty_concurrent_facade_turns_lose_no_saved_update(
+    backend: str, urls: dict[str, str], key_prefix: str, crm: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """50 writers on one thread through SessionMemory: every turn the façade saved counts.
+
+    The façade retries a conflict twice, then goes on unsaved with a warning; so the
+    state must hold exactly the turns that were not given up, no more, no fewer.
+    """
+    from convmem import SessionMemory
+
+    store = STORE_CLASSES[backend](urls[backend], prefix=key_prefix)
+    mems = [SessionMemory(crm, store=store, tenant="acme") for _ in range(50)]
+    try:
+        with caplog.at_level(logging.WARNING, logger="convmem.session"):
+            await asyncio.gather(*(
+                mem.abegin_turn("shared", f"question {i} about quotas", message_id=f"m{i}",
+                                today=date(2026, 11, 30))
+                for i, mem in enumerate(mems)))
+        gave_up = [r for r in caplog.records
+                   if r.name == "convmem.session" and "gave up" in r.getMessage()]
+        state = await mems[0].aget_state("shared")
+        assert state is not None
+        assert (state.turn, state.version) == (50 - len(gave_up), 50 - len(gave_up))
+        assert state.turn >= 1 and store.stats.degraded == 0
+    finally:
+        await store.aclose()
