@@ -4,7 +4,8 @@ Each thread's state is one string key, ``<prefix>:v1:state:{<tenant>:<thread_id>
 holding the JSON codec's bytes (format version inside) with a TTL set by every save
 and left alone by a load. ``save`` is a compare-and-set on the stored ``version``,
 run on the server as a Lua script (``EVALSHA``, falling back to ``EVAL`` when the
-script cache is cold), so a turn costs two round trips: one GET, one script. Lua
+script cache is cold) that reads the version from the value's head (``STATE_HEAD``)
+instead of decoding its JSON, so a turn costs two round trips: one GET, one script. Lua
 rather than ``WATCH``/``MULTI`` because an optimistic transaction needs three round
 trips and a pinned connection, and rather than ``FUNCTION`` because Redis 6.2 has none.
 
