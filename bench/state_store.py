@@ -414,7 +414,7 @@ def measure_peers(url: str, runs: int, reps: int) -> dict[str, Any]:
         peers[LLAMA] = {"unavailable": f"{exc!r}; install the bench extra"}
     try:
         peers[LANGCHAIN_REDIS] = measure_langchain_redis(runs, reps)
-    except (RuntimeError, OSError, ValueError) as exc:
+    except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
         peers[LANGCHAIN_REDIS] = {"unavailable": str(exc)}
         try:
             peers[COMMUNITY] = measure_community(url, runs, reps)
