@@ -66,11 +66,18 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, console: Console) -> int:
-    from convmem.demo import run_demo
+    from convmem.demo import record_demo, run_demo
 
-    rows = run_demo()
+    thread_id: str | None = None
+    if args.db:
+        thread_id, rows = record_demo(args.db, tenant=args.tenant)
+    else:
+        rows = run_demo()
     if args.json:
-        print(json.dumps({"turns": [r.as_json() for r in rows]}, indent=2))
+        doc: dict[str, Any] = {"turns": [r.as_json() for r in rows]}
+        if thread_id is not None:
+            doc["thread_id"] = thread_id
+        print(json.dumps(doc, indent=2))
         return 0
     for r in rows:
         console.rule(f"turn {r.turn}")
@@ -86,6 +93,8 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
     for r in rows:
         table.add_row(str(r.turn), f"{r.replay_tokens:,}", f"{r.convmem_tokens:,}", str(r.memory_tokens))
     console.print(table)
+    if thread_id is not None:
+        print(f"thread_id={thread_id}", flush=True)
     return 0
 
 
@@ -101,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(run=cmd_eval)
     demo = sub.add_parser("demo", help="the six-turn demo session, replay vs convmem")
     demo.add_argument("--json", action="store_true")
+    demo.add_argument("--db", help="also record the session (one edit, one regeneration) in a "
+                      "transcript at this URL (sqlite:///file.db or postgresql://...)")
+    demo.add_argument("--tenant", default="demo", help="tenant of the recorded thread (--db)")
     demo.set_defaults(run=cmd_demo)
     from convmem.transcript.cli import add_threads_parser
 

@@ -19,15 +19,17 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 
 from convmem.domain import Domain
-from convmem.resolve import Resolution, Resolver
+from convmem.errors import ConfigError
+from convmem.resolve import RESOLUTION_SCHEMA, Resolution, Resolver, StructuredResolver
 from convmem.state import SessionState
 
 
 class LLMResolver:
     """A ``Resolver`` backed by a chat model's structured output, rules as the fallback.
 
-    ``structured_output_kwargs`` go to ``with_structured_output`` (e.g.
-    ``{"method": "json_schema", "strict": True}`` for OpenAI).
+    ``structured_output_kwargs`` go to ``with_structured_output`` (e.g. ``{"method":
+    "function_calling"}``). Leave OpenAI's ``strict`` unset: the core's schema keeps
+    filters as a ``{key: value}`` object, which strict mode does not accept.
     """
 
     def __init__(
@@ -37,36 +39,42 @@ class LLMResolver:
         fallback: Resolver | None = None,
         structured_output_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        # Imported here so ``langchain_convmem`` imports even against a core that predates it.
-        from convmem.resolve import StructuredResolver  # type: ignore[attr-defined,unused-ignore]
-
+        if not isinstance(chat_model, BaseChatModel):
+            raise ConfigError(
+                f"LLMResolver: chat_model must be a LangChain BaseChatModel, "
+                f"got {type(chat_model).__name__}"
+            )
         self.chat_model = chat_model
         self._kwargs = dict(structured_output_kwargs or {})
         self._runnables: dict[str, Runnable[Any, Any]] = {}
         self._sync = StructuredResolver(self.complete_json, fallback=fallback)
         self._async = StructuredResolver(self.acomplete_json, fallback=self._sync.fallback)
+        try:  # a model without structured output fails here, once, not on every turn
+            self._structured(RESOLUTION_SCHEMA)
+        except NotImplementedError as exc:
+            raise ConfigError(
+                f"LLMResolver: {type(chat_model).__name__} has no with_structured_output "
+                f"(it needs tool calling or a JSON mode): {exc}"
+            ) from exc
 
     @property
     def fallback(self) -> Resolver:
-        fallback: Resolver = self._sync.fallback
-        return fallback
+        return self._sync.fallback
 
     @property
     def failures(self) -> int:
         """Answers that failed (provider error, garbage, invalid for the domain)."""
-        return int(self._sync.failures) + int(self._async.failures)
+        return self._sync.failures + self._async.failures
 
     def resolve(
         self, question: str, state: SessionState, domain: Domain, today: date
     ) -> Resolution:
-        resolution: Resolution = self._sync.resolve(question, state, domain, today)
-        return resolution
+        return self._sync.resolve(question, state, domain, today)
 
     async def aresolve(
         self, question: str, state: SessionState, domain: Domain, today: date
     ) -> Resolution:
-        resolution: Resolution = await self._async.aresolve(question, state, domain, today)
-        return resolution
+        return await self._async.aresolve(question, state, domain, today)
 
     # ------------------------------------------------------------------ complete_json
 

@@ -3,11 +3,16 @@
 The core owns the prompt, the JSON schema, the validation against the domain and the
 fallback to ``RuleResolver``; this adapter only supplies ``complete_json`` through
 ``llm.structured_predict`` / ``astructured_predict`` with a pydantic model mirroring
-``RESOLUTION_SCHEMA`` (function calling where the LLM has it, a JSON-parsing completion
-program otherwise). Two core resolvers share one fallback: the sync one calls the sync
+``RESOLUTION_SCHEMA`` (OpenAI's ``json_schema`` response format, function calling, or a
+JSON-parsing completion program, whichever the LLM uses). The model carries filters as
+a list of ``{key, value}`` pairs rather than the core's ``{key: value}`` object: the
+OpenAI LLM always sends ``strict: true``, and strict mode rejects an object schema
+whose ``additionalProperties`` is not ``false``; the pairs are turned back into the
+core's mapping here. Two core resolvers share one fallback: the sync one calls the sync
 LLM method, the async one awaits the async method, so ``aresolve`` never blocks the loop.
-A reply LlamaIndex cannot parse becomes a ``ValueError``, which the core turns into the
-fallback resolution (and counts in ``failures``).
+A reply LlamaIndex cannot parse, a refusal or a provider error (timeout, rate limit)
+becomes a ``ValueError``, which the core turns into the fallback resolution (and counts
+in ``failures``); the cause stays chained.
 """
 
 from __future__ import annotations
@@ -25,26 +30,49 @@ from convmem.errors import ConfigError
 from convmem.resolve import Resolution, Resolver, RuleResolver, StructuredResolver
 from convmem.state import SessionState
 
-_PROMPT = PromptTemplate("{request}")
+
+def _prompt() -> PromptTemplate:
+    """A fresh template per call: LlamaIndex's text-completion program attaches its
+    output parser (and so its format instructions) to the template it is given, which
+    a shared template would then carry into every later call, whatever the LLM."""
+    return PromptTemplate("{request}")
+
+
+class FilterValue(BaseModel):
+    """One filter stated in the question."""
+
+    key: str = Field(description="filter key")
+    value: str = Field(description="normalised value")
 
 
 class ResolutionModel(BaseModel):
-    """``convmem.resolve.RESOLUTION_SCHEMA`` as a pydantic model (for structured output)."""
+    """How the question resolves against the conversation state."""
+
+    # ``convmem.resolve.RESOLUTION_SCHEMA`` as a pydantic model (its docstring is sent).
 
     rewritten: str = Field(description="the question made self-contained")
     entities: list[str] = Field(description="names of things the question names, as written")
-    filters: dict[str, str] = Field(
-        description="filter key -> normalised value stated in the question"
-    )
+    filters: list[FilterValue] = Field(description="filters stated in the question")
     clear_filters: list[str]
     format: Literal["short", "detailed", "table"] | None
     refers_back: bool = Field(description="true when the question refers to the current topic")
 
 
-def _checked(answer: object) -> ResolutionModel:
+def _failed(exc: Exception) -> ValueError:
+    if isinstance(exc, (OutputParserException, ValidationError)):
+        return ValueError(f"unparseable structured output: {exc}")
+    return ValueError(f"structured_predict failed: {type(exc).__name__}: {exc}")
+
+
+def _as_core_answer(answer: object) -> dict[str, object]:
+    """The structured answer in the core's shape (``filters`` as a ``{key: value}`` object)."""
     if not isinstance(answer, ResolutionModel):
         raise TypeError(f"structured_predict returned {type(answer).__name__}")
-    return answer
+    filters: dict[str, str] = {}
+    for pair in answer.filters:
+        if filters.setdefault(pair.key, pair.value) != pair.value:
+            raise ValueError(f"filter {pair.key!r} given two values")
+    return {**answer.model_dump(exclude={"filters"}), "filters": filters}
 
 
 class LLMResolver:
@@ -63,19 +91,19 @@ class LLMResolver:
         """Resolutions that fell back to the rule resolver."""
         return self._sync.failures + self._async.failures
 
-    def _complete_json(self, prompt: str, schema: dict[str, object]) -> ResolutionModel:
+    def _complete_json(self, prompt: str, schema: dict[str, object]) -> dict[str, object]:
         try:
-            answer = self.llm.structured_predict(ResolutionModel, _PROMPT, request=prompt)
-        except (OutputParserException, ValidationError) as exc:
-            raise ValueError(f"unparseable structured output: {exc}") from exc
-        return _checked(answer)
+            answer = self.llm.structured_predict(ResolutionModel, _prompt(), request=prompt)
+        except Exception as exc:  # garbage, refusal or a provider error: the core falls back
+            raise _failed(exc) from exc
+        return _as_core_answer(answer)
 
-    async def _acomplete_json(self, prompt: str, schema: dict[str, object]) -> ResolutionModel:
+    async def _acomplete_json(self, prompt: str, schema: dict[str, object]) -> dict[str, object]:
         try:
-            answer = await self.llm.astructured_predict(ResolutionModel, _PROMPT, request=prompt)
-        except (OutputParserException, ValidationError) as exc:
-            raise ValueError(f"unparseable structured output: {exc}") from exc
-        return _checked(answer)
+            answer = await self.llm.astructured_predict(ResolutionModel, _prompt(), request=prompt)
+        except Exception as exc:
+            raise _failed(exc) from exc
+        return _as_core_answer(answer)
 
     def resolve(self, question: str, state: SessionState, domain: Domain, today: date) -> Resolution:
         return self._sync.resolve(question, state, domain, today)

@@ -7,7 +7,8 @@ server is isolated by ``key_prefix`` (unique per run and test; the run's keys ar
 removed at the end) and by a database created for the run and dropped after it. The
 machine has no Redis Cluster, so ``redis_cluster_url`` uses ``REDIS_CLUSTER_URL`` when
 set and otherwise builds a throwaway three-master cluster in every mode.
-``throwaway_redis`` gives a fault test its own redis-server to kill and restart. A
+``throwaway_redis`` gives a fault test its own redis-server to kill and restart, and
+``throwaway_postgres`` its own embedded PostgreSQL to stop and resume. A
 skipped ``redis``/``cluster``/``postgres`` test fails the run under ``CI=true``, so a
 missing server can never turn a red run green. Coroutine tests run inside
 ``blockbuster`` so a blocking call on the event loop fails the test.
@@ -185,6 +186,16 @@ def postgres_url(test_run_id: str) -> Iterator[str]:
         finally:
             if server is not None:
                 server.cleanup()
+
+
+@pytest.fixture
+def throwaway_postgres() -> Iterator[EmbeddedPostgres]:
+    """An embedded PostgreSQL of this test's own (in every mode), safe to ``stop()``/``resume()``."""
+    server = EmbeddedPostgres().start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
 
 
 # --------------------------------------------------------------------------- async

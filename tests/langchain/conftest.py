@@ -1,18 +1,15 @@
-"""Fixtures for the LangChain adapter tests: the CRM domain, a memory, blockbuster.
+"""Fixtures for the LangChain adapter tests: the CRM domain and a memory.
 
-Until the core's pytest plugin (``convmem.testing.pytest_plugin``) lands, the
-autouse ``blockbuster`` fixture lives here: coroutine tests fail when async code
-makes a blocking call.
+Coroutine tests run under the ``blockbuster`` fixture of ``convmem.testing.pytest_plugin``
+(loaded by ``tests/conftest.py``); the one-off loads below happen at import, before any
+event loop runs, as an application does them at start-up.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from blockbuster import blockbuster_ctx
 
 from convmem.domain import Domain, load_domain
 from convmem.session import SessionMemory
@@ -20,22 +17,16 @@ from convmem.tokens import encoding
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
-
-@pytest.fixture(autouse=True)
-def _blockbuster(request: pytest.FixtureRequest) -> Iterator[None]:
-    if not inspect.iscoroutinefunction(request.function):
-        yield
-        return
-    # The tokenizer vocabulary is read from the package once per process (a file read);
-    # an application does that at start-up, so the test does it before watching.
-    encoding()
-    with blockbuster_ctx():
-        yield
+encoding()  # the tokenizer vocabulary: read from the package once per process
 
 
 @pytest.fixture(scope="session")
 def crm() -> Domain:
-    return load_domain(DATA / "domains" / "crm.json")
+    domain = load_domain(DATA / "domains" / "crm.json")
+    # The catalog (and its stopword file) is built lazily on the first resolve; build it
+    # here so no coroutine test does that file read on its loop.
+    assert domain.catalog is not None
+    return domain
 
 
 @pytest.fixture

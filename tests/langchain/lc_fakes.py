@@ -17,12 +17,13 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from pydantic import Field
 
 from convmem.tokens import count_message_tokens
+from langchain_convmem import LLMResolver
 
 
 class ScriptedChatModel(FakeMessagesListChatModel):
@@ -107,3 +108,28 @@ class PromptSpy(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> ModelResponse[Any]:
         self._record(request)
         return await handler(request)
+
+
+class UnstructuredChatModel(ScriptedChatModel):
+    """Answers every prompt with prose, never the structured answer (for the eval run)."""
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("It is about a customer."))])
+
+
+#: Every resolver ``eval_resolver`` built (the eval test reads its counts).
+EVAL_RESOLVERS: list[LLMResolver] = []
+
+
+def eval_resolver() -> LLMResolver:
+    """``convmem eval --resolver lc_fakes:eval_resolver``: a LangChain ``LLMResolver``."""
+    resolver = LLMResolver(UnstructuredChatModel(responses=[AIMessage("")]))
+    EVAL_RESOLVERS.append(resolver)
+    return resolver

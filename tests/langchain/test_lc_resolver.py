@@ -2,7 +2,8 @@
 
 The fake model answers through ``with_structured_output``'s own machinery (``bind_tools``
 + the JSON tool-call parser), so these tests exercise the real LangChain path; only the
-provider is scripted. vcrpy cassette tests through ``langchain-openai`` are not here yet.
+provider is scripted. The same resolver through ``langchain-openai``'s ``ChatOpenAI``, on
+hand-written vcrpy cassettes behind a network guard, is in ``test_lc_openai_cassettes.py``.
 """
 
 from __future__ import annotations
@@ -15,17 +16,12 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult
 from lc_fakes import ScriptedChatModel
 
-import convmem.resolve as core_resolve
 from convmem.domain import Domain
 from convmem.resolve import RuleResolver
 from convmem.session import SessionMemory, TurnContext
 from convmem.state import SessionState
 from langchain_convmem import LLMResolver
 
-pytestmark = pytest.mark.skipif(
-    not hasattr(core_resolve, "StructuredResolver"),
-    reason="the core's StructuredResolver has not been merged into this branch",
-)
 TODAY = date(2026, 11, 30)
 QUESTION = "Show me Brightwater Farms's overdue orders in a table."
 

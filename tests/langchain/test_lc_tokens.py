@@ -8,6 +8,7 @@ sends without convmem. Memory-added = convmem prompt − (system + question alon
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +18,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from lc_fakes import PromptSpy, ScriptedChatModel, call, prompt_tokens
-from reference_local import TURNS, reference_domain, reference_session
 
+from convmem.reference import TURNS, reference_domain, reference_session
 from convmem.session import SessionMemory
 from convmem.tokens import count_message_tokens
 from langchain_convmem import SessionMemoryMiddleware
@@ -37,12 +38,12 @@ def per_turn_system(request: ModelRequest[Turn]) -> str:
 
 def test_reference_session_prompt_stays_flat() -> None:
     turns = list(reference_session())
-    results = {t.tool[1]["id"]: t.tool[2] for t in turns if t.tool}  # project id -> record
+    records = {t.tool[1]["id"]: t.tool[2]["data"] for t in turns if t.tool}  # id -> record
 
     @tool
     def get_project(id: str) -> str:
         """Fetch one project record."""
-        return results[id]
+        return json.dumps(records[id])
 
     script: list[AIMessage] = []
     for t in turns:
@@ -52,7 +53,8 @@ def test_reference_session_prompt_stays_flat() -> None:
     model = ScriptedChatModel(responses=script)
     spy = PromptSpy()
     saver = InMemorySaver()
-    memory = SessionMemoryMiddleware(SessionMemory(reference_domain()))
+    session = SessionMemory(reference_domain())
+    memory = SessionMemoryMiddleware(session)
     agent = create_agent(
         model, [get_project],
         middleware=[per_turn_system, spy, memory],
@@ -85,3 +87,6 @@ def test_reference_session_prompt_stays_flat() -> None:
     assert all(0 <= added <= 160 for _, _, added, _, _ in rows)
     assert ratio <= 1.05
     assert last[3] > 20 * last[1]  # replay keeps every answer: the contrast is real
+    state = session.get_state("reference")  # the tool results did set the focus
+    assert state is not None and state.focus is not None and state.focus.type == "project"
+    assert "Currently discussing: project" in model.received[-1][0].text

@@ -9,6 +9,7 @@ import pytest
 from blockbuster import BlockingError
 from llama_index.core.chat_engine import ContextChatEngine
 from llama_index.core.tools import FunctionTool
+from llama_index.llms.openai import OpenAI
 
 import llamaindex_convmem
 from convmem.session import SessionMemory
@@ -20,6 +21,7 @@ from llamaindex_convmem import (
     wrap_tools,
 )
 from tests.llamaindex.li_helpers import CountingLLM, RecordingRetriever
+from tests.offline_http import DUMMY_OPENAI_KEY
 
 
 def _tool(x: int) -> int:
@@ -45,6 +47,7 @@ def test_construction_raises_no_warning(session: SessionMemory) -> None:
         SessionStateBlock(session, thread_id="t")
         wrap_tools([FunctionTool.from_defaults(fn=_tool)], memory)
         LLMResolver(CountingLLM())
+        LLMResolver(OpenAI(model="gpt-4o-mini", api_key=DUMMY_OPENAI_KEY))
 
 
 async def test_blockbuster_is_active() -> None:

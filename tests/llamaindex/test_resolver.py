@@ -42,7 +42,7 @@ class ScriptedLLM(CustomLLM):
 
 def _reply(rewritten: str, entities: list[str], refers_back: bool) -> str:
     return json.dumps({
-        "rewritten": rewritten, "entities": entities, "filters": {}, "clear_filters": [],
+        "rewritten": rewritten, "entities": entities, "filters": [], "clear_filters": [],
         "format": None, "refers_back": refers_back,
     })
 
@@ -84,7 +84,7 @@ def test_garbage_falls_back_to_rules(crm: Domain) -> None:
 
 def test_invalid_filter_falls_back(crm: Domain) -> None:
     bad = json.loads(_reply("Orders in Narnia?", [], False))
-    bad["filters"] = {"region": "narnia"}
+    bad["filters"] = [{"key": "region", "value": "narnia"}]
     session, resolver = _session(crm, ScriptedLLM(replies=[json.dumps(bad)]))
     started = session.begin_turn("t", "Show open orders in EMEA.")
     assert isinstance(started, TurnContext)
@@ -105,3 +105,16 @@ async def test_async_path(crm: Domain) -> None:
     assert isinstance(second, TurnContext)
     assert second.state.focus is not None and second.state.focus.id == "C-1061"
     assert resolver.failures == 0
+
+
+class FailingLLM(ScriptedLLM):
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        raise TimeoutError("provider timed out")
+
+
+def test_provider_error_falls_back(crm: Domain) -> None:
+    session, resolver = _session(crm, FailingLLM())
+    started = session.begin_turn("t", "Show open orders in EMEA.")
+    assert isinstance(started, TurnContext)
+    assert resolver.failures == 1
+    assert started.state.filters["region"].value == "emea"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -18,10 +20,25 @@ class TestSQLiteTranscript(TranscriptStoreSpec):
         return sqlite_url
 
     def residue(self, store: TranscriptStore) -> bytes:
-        """Rows, plus the raw database and WAL files (freed pages included)."""
+        """Rows, the raw database and WAL files (freed pages included), and ``.dump``."""
         db = Path(str(store.engine.url.database))
         raw = b"".join(p.read_bytes() for p in (db, db.with_name(db.name + "-wal")) if p.exists())
-        return super().residue(store) + raw
+        return super().residue(store) + raw + sqlite_dump(db)
+
+
+def sqlite_dump(db: Path) -> bytes:
+    """The ``.dump`` SQL text (``iterdump`` is its Python twin), blob literals decoded.
+
+    The FTS5 index lives in blobs (``X'...'`` in the dump): decoded, a word it still
+    holds is visible to a byte search.
+    """
+    con = sqlite3.connect(db)
+    try:
+        text = "\n".join(con.iterdump())
+    finally:
+        con.close()
+    blobs = b"".join(bytes.fromhex(h) for h in re.findall(r"X'([0-9A-Fa-f]*)'", text))
+    return text.encode() + blobs
 
 
 def test_export_imports_into_a_fresh_sqlite_file_byte_identical(tmp_path: Path) -> None:

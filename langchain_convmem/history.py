@@ -1,0 +1,291 @@
+"""``ConvMemChatMessageHistory``: a LangChain chat-message history backed by the transcript.
+
+For code that already reads or writes a ``BaseChatMessageHistory`` — typically a
+``RunnableWithMessageHistory`` (RWMH) factory — swapping the history class is the
+one change. ``key`` is the application's session id (any string); it names one
+stable transcript thread per tenant (``get_or_create_thread``), resolved on first
+use and kept for the instance's life (no I/O in the constructor, so an RWMH
+factory may build one per call, also inside ``ainvoke``).
+
+Two views:
+
+- ``view="record"`` (default): ``messages`` is the thread's active path, every
+  message exactly as it was added (types, ids, names, tool calls, usage, metadata,
+  multimodal blocks; see ``langchain_convmem._records``). This is *replay*: whoever
+  reads it sends the model the whole conversation again.
+- ``view="session"``: ``messages`` is ``[SystemMessage(block)]``, the convmem session
+  block (``[]`` while the state is empty), so the model sees the compact state
+  instead of the history. ``store`` must then be a ``convmem.SessionMemory`` whose
+  ``transcript`` is a ``TranscriptStore``. Added messages are still recorded, and
+  drive the session state (``_drive_session``). Inside RWMH the block is one turn
+  stale: RWMH reads the history before it passes the new input on, so the block
+  reflects the turns before the current question; the model still receives the
+  question itself.
+
+``clear()`` empties the active path (``set_active_leaf(None)``) and keeps the record:
+an investigator can still read every message. Real erasure is ``delete_thread()``
+(the store's ``delete_thread``). ``add_messages`` writes the whole batch in one
+transaction. Every method has a natively async twin (``aget_messages``,
+``aadd_messages``, ``aclear``, ``adelete_thread``) on the store's async methods —
+no thread-pool wrappers. Sync and async share one flow per operation: generators
+that yield the store or memory calls they need, run by ``_run`` / ``_arun``.
+
+Deprecation: langchain-core (1.6.4+) marks ``BaseChatMessageHistory`` deprecated
+with a decorator whose warning fires only when the decorated class itself is
+instantiated (``type(self) is BaseChatMessageHistory``), never for a subclass.
+This class is a subclass and emits nothing on construction; we deliberately do
+not silence warnings around ``super().__init__()``, so a future upstream change
+that warns subclasses would show up (the construction test fails) rather than be
+hidden. ``RunnableWithMessageHistory`` itself warns on every construction; that is
+the application's own call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from convmem.errors import ConfigError
+from convmem.session import SessionMemory
+from convmem.transcript import DeletionReceipt, Message, TranscriptStore
+from langchain_convmem._common import TenantMemories, question_text
+from langchain_convmem._records import attachment_digests, from_record, to_record
+
+View = Literal["record", "session"]
+VIEWS: tuple[str, ...] = ("record", "session")
+T = TypeVar("T")
+_WHO = "ConvMemChatMessageHistory"
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One store or memory call a flow needs: ``target.name(*args)`` or ``target.aname``."""
+
+    target: Any
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+_Flow = Generator[_Call, Any, T]
+
+
+def _run(flow: _Flow[T]) -> T:
+    """Drive a flow with the sync methods."""
+    try:
+        call = next(flow)
+        while True:
+            call = flow.send(getattr(call.target, call.name)(*call.args, **call.kwargs))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        flow.close()
+
+
+async def _arun(flow: _Flow[T]) -> T:
+    """Drive a flow with the ``a``-prefixed async twins."""
+    try:
+        call = next(flow)
+        while True:
+            method = getattr(call.target, "a" + call.name)
+            call = flow.send(await method(*call.args, **call.kwargs))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        flow.close()
+
+
+class ConvMemChatMessageHistory(BaseChatMessageHistory):
+    """A chat-message history that is a durable, branchable transcript thread.
+
+    ``store``: a ``TranscriptStore``, or a ``SessionMemory`` whose ``transcript`` is
+    one (required for ``view="session"``; in the record view only its transcript
+    and tenant are used). ``tenant`` defaults to the memory's tenant, or
+    ``"default"`` for a bare store; another tenant's history with the same ``key``
+    is a different thread.
+    """
+
+    def __init__(
+        self,
+        store: TranscriptStore | SessionMemory,
+        key: str,
+        *,
+        view: View = "record",
+        tenant: str | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(key, str) or not key.strip():
+            raise ConfigError(f"{_WHO}: key must be a non-empty string, got {key!r}")
+        if view not in VIEWS:
+            raise ConfigError(f"{_WHO}: view must be 'record' or 'session', got {view!r}")
+        if tenant is not None and (not isinstance(tenant, str) or not tenant):
+            raise ConfigError(f"{_WHO}: tenant must be a non-empty string, got {tenant!r}")
+        memory: SessionMemory | None = None
+        if isinstance(store, SessionMemory):
+            if not isinstance(store.transcript, TranscriptStore):
+                raise ConfigError(
+                    "ConvMemChatMessageHistory: the SessionMemory has no transcript; build it "
+                    "with SessionMemory(domain, transcript=TranscriptStore(url, retention=...))"
+                )
+            tenant = tenant if tenant is not None else store.tenant
+            memory = TenantMemories(store).get(tenant)
+            transcript = store.transcript
+        elif isinstance(store, TranscriptStore):
+            if view == "session":
+                raise ConfigError(
+                    "ConvMemChatMessageHistory: view='session' needs a convmem.SessionMemory "
+                    "with a transcript (it renders the session block), not a bare TranscriptStore"
+                )
+            transcript = store
+        else:
+            raise ConfigError(
+                "ConvMemChatMessageHistory: store must be a convmem.transcript.TranscriptStore "
+                f"or a convmem.SessionMemory with a transcript, got {type(store).__name__}"
+            )
+        self.store: TranscriptStore = transcript
+        self.memory = memory
+        self.key = key
+        self.view: View = view
+        self.tenant: str = tenant if tenant is not None else "default"
+        self._thread_id: str | None = None
+
+    # ------------------------------------------------------------------ LangChain API
+
+    # The base class declares ``messages`` as a plain attribute; a stored history reads
+    # it through a property (as upstream's own example does) and offers no setter.
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The record view: the active path. The session view: the session block."""
+        return _run(self._read())
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        """Async ``messages``."""
+        return await _arun(self._read())
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Record the batch in one transaction (all checked before anything is written)."""
+        _run(self._add(messages))
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Async ``add_messages``."""
+        await _arun(self._add(messages))
+
+    def clear(self) -> None:
+        """Empty the active path; the record keeps every message (``delete_thread`` erases)."""
+        _run(self._clear())
+
+    async def aclear(self) -> None:
+        """Async ``clear``."""
+        await _arun(self._clear())
+
+    # ------------------------------------------------------------------ beyond LangChain
+
+    def delete_thread(self) -> DeletionReceipt:
+        """Erase the thread and everything of it (the store's ``delete_thread``)."""
+        return _run(self._delete())
+
+    async def adelete_thread(self) -> DeletionReceipt:
+        """Async ``delete_thread``."""
+        return await _arun(self._delete())
+
+    def thread_id(self) -> str:
+        """The transcript thread ``key`` names for this tenant (created on first use)."""
+        return _run(self._thread())
+
+    async def athread_id(self) -> str:
+        """Async ``thread_id``."""
+        return await _arun(self._thread())
+
+    # ------------------------------------------------------------------ flows (sync and async)
+
+    def _thread(self) -> _Flow[str]:
+        if self._thread_id is None:
+            thread = yield _Call(self.store, "get_or_create_thread", (self.tenant, self.key))
+            self._thread_id = thread.id
+        return self._thread_id
+
+    def _read(self) -> _Flow[list[BaseMessage]]:
+        if self.view == "session":
+            assert self.memory is not None
+            block = yield _Call(self.memory, "block", (self.key,))
+            return [SystemMessage(content=block)] if block else []
+        thread_id = yield from self._thread()
+        path: list[Message] = yield _Call(self.store, "active_path", (self.tenant, thread_id))
+        blobs: dict[str, bytes] = {}
+        for sha in attachment_digests(path):
+            blobs[sha] = yield _Call(self.store, "get_attachment", (self.tenant, sha))
+        return [from_record(record, blobs) for record in path]
+
+    def _add(self, messages: Sequence[BaseMessage]) -> _Flow[None]:
+        batch = list(messages)
+        records = [to_record(m) for m in batch]
+        if not records:
+            return
+        thread_id = yield from self._thread()
+        stored: list[Message] = yield _Call(
+            self.store, "append", (self.tenant, thread_id, records)
+        )
+        if self.view == "session":
+            yield from self._drive_session(batch, stored)
+
+    def _clear(self) -> _Flow[None]:
+        thread_id = yield from self._thread()
+        yield _Call(self.store, "set_active_leaf", (self.tenant, thread_id, None))
+        if self.view == "session":
+            yield from self._reset_session()
+
+    def _delete(self) -> _Flow[DeletionReceipt]:
+        thread_id = yield from self._thread()
+        receipt: DeletionReceipt = yield _Call(
+            self.store, "delete_thread", (self.tenant, thread_id)
+        )
+        self._thread_id = None
+        if self.memory is not None:
+            yield from self._reset_session()
+        return receipt
+
+    # ------------------------------------------------------------------ session-view glue
+    # Everything that touches the SessionMemory's turn state is here, so it can be
+    # reconciled with a SessionMemory that records turns into the transcript itself.
+
+    def _drive_session(
+        self, messages: Sequence[BaseMessage], stored: Sequence[Message]
+    ) -> _Flow[None]:
+        """Replay the recorded batch into the session state, in order.
+
+        A ``HumanMessage`` begins a turn (``begin_turn(key, text, message_id=<its
+        transcript id>)``); a ``ToolMessage`` answering a tool call of an earlier
+        ``AIMessage`` in the same batch applies the domain's tool rule
+        (``record_tool``); an ``AIMessage`` without tool calls ends the turn
+        (``end_turn(key, answer=text)``). The messages are already recorded: the
+        memory is not asked to write them again.
+        """
+        assert self.memory is not None
+        calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        for message, record in zip(messages, stored, strict=True):
+            if isinstance(message, HumanMessage):
+                yield _Call(
+                    self.memory,
+                    "begin_turn",
+                    (self.key, question_text(message)),
+                    {"message_id": record.id},
+                )
+            elif isinstance(message, AIMessage):
+                for call in message.tool_calls:
+                    if call.get("id"):
+                        calls[str(call["id"])] = (call["name"], dict(call["args"]))
+                if not message.tool_calls:
+                    answer = {"answer": message.text or None}
+                    yield _Call(self.memory, "end_turn", (self.key,), answer)
+            elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
+                name, args = calls[message.tool_call_id]
+                yield _Call(self.memory, "record_tool", (self.key, name, args, message))
+
+    def _reset_session(self) -> _Flow[None]:
+        """``clear()`` in the session view and ``delete_thread()``: the state starts over."""
+        assert self.memory is not None
+        yield _Call(self.memory, "reset", (self.key,))
