@@ -113,7 +113,9 @@ STORE_CLASSES = {"redis": RedisSessionStateStore, "cluster": RedisClusterSession
 def crm() -> Any:
     from convmem import load_domain
 
-    return load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm.json")
+    domain = load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm.json")
+    _ = domain.catalog  # built lazily, reading package data: not on the event loop
+    return domain
 
 
 @pytest.fixture
