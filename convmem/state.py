@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import orjson
@@ -130,7 +130,22 @@ class SessionState:
         )
 
     def evolve(self, **changes: Any) -> SessionState:
-        return replace(self, **changes)
+        """A copy with ``changes``; ``dataclasses.replace`` without its per-call cost.
+
+        The policy evolves the state several times a turn and every save stamps its
+        version, so this is on the hot path. Fields are copied as they are (there is
+        no ``__post_init__`` to rerun); an unknown field name is a ``TypeError``.
+        """
+        if not changes.keys() <= _SESSION_STATE_FIELDS:
+            unknown = sorted(changes.keys() - _SESSION_STATE_FIELDS)
+            raise TypeError(f"SessionState has no field(s) {unknown}")
+        new = object.__new__(SessionState)
+        for name in _SESSION_STATE_FIELDS:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
+
+
+_SESSION_STATE_FIELDS = {f.name: None for f in fields(SessionState)}.keys()  # ordered set
 
 
 # --------------------------------------------------------------------------- codec

@@ -108,3 +108,13 @@ def test_stored_version(raw: bytes | None, version: int) -> None:
 def test_decode_rejects_what_is_not_a_state(raw: bytes) -> None:
     with pytest.raises(CorruptState):
         decode_state(raw)
+
+
+def test_evolve_is_replace() -> None:
+    from dataclasses import replace
+
+    state = _with_open_turn(SessionState(focus=Focus("t", "1", "One"), turn=4, version=2))
+    assert state.evolve(version=3, format="short") == replace(state, version=3, format="short")
+    assert state.evolve() == state and state.evolve() is not state
+    with pytest.raises(TypeError, match="no field"):
+        state.evolve(versoin=3)
