@@ -75,7 +75,7 @@ def _percentile(samples: list[float], q: float) -> float:
 
 def _summary(samples_ns: list[int]) -> dict[str, float]:
     ms = [s / 1e6 for s in samples_ns]
-    return {"p50_ms": statistics.median(ms), "p99_ms": _percentile(ms, 0.99)}
+    return {"p50_ms": round(statistics.median(ms), 4), "p99_ms": round(_percentile(ms, 0.99), 4)}
 
 
 Rep = Callable[[], int]  # one repetition; returns its timed part in ns
