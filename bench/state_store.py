@@ -7,8 +7,9 @@ drives it: ``load`` (GET) then the compare-and-set ``save`` (one EVALSHA: versio
 check, SET with the TTL), with a realistic state (focus, two filters, table format,
 the last three questions) at turn 1 and turn 50, timed from the client with the
 codec included. The *floor* is a raw ``GET`` + ``SET`` with a plain redis-py client
-over the same kind of connection, of a value the size of our encoded state at that
-turn: two round trips, no library work. A run takes ``--reps`` timed repetitions of
+over the same kind of connection (the same socket timeouts the store's clients use:
+a cache client without a timeout is not one a turn may wait on), of a value the size
+of our encoded state at that turn: two round trips, no library work. A run takes ``--reps`` timed repetitions of
 each, after warm-up, interleaved in blocks of ``--reps``/10 (floor, ours, ours
 decoding, floor, ...) so that a change in machine load hits all alike; a run's
 ratio is our median (p99) over the floor's median (p99); the report is the median
@@ -167,8 +168,9 @@ def measure_ours(url: str, runs: int, reps: int) -> dict[str, Any]:
     from convmem.state import encode_state
     from convmem.stores import RedisSessionStateStore
 
-    raw = redis.Redis.from_url(url)
     stores = [RedisSessionStateStore(url, prefix="bench") for _ in range(2)]
+    timeout = stores[0].socket_timeout
+    raw = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     per_turn: dict[str, Any] = {}
     try:
         for turn in OUR_TURNS:

@@ -58,6 +58,8 @@ from convmem.resolve import Resolution, Resolver, RuleResolver
 from convmem.state import OpenTurn, Option, PendingClarification, SessionState, state_to_dict
 from convmem.stores.base import SessionStateStore
 from convmem.stores.memory import InMemorySessionStateStore
+from convmem.text import stopwords
+from convmem.tokens import encoding
 from convmem.tools import ToolResult
 
 if TYPE_CHECKING:  # the transcript (SQL) is imported only when one is configured
@@ -205,6 +207,17 @@ class _Resolve:
 _Flow = Generator[Any, Any, T]
 
 
+def _load_package_data(domain: Domain) -> None:
+    """Read the stopword list and tokenizer vocabulary, and index the catalog, now.
+
+    All three are cached per process; loading them here, at construction, keeps file
+    reads off the event loop on an async turn (they are lazy otherwise).
+    """
+    stopwords()
+    encoding()
+    _ = domain.catalog
+
+
 def block_for(state: SessionState) -> str:
     """The block for the model: during an open turn, the *earlier* questions only."""
     if state.open_turn is not None:
@@ -265,6 +278,7 @@ class SessionMemory:
         # Keyed by tenant too: per-tenant shallow copies (adapters) share these dicts.
         self._threads: dict[tuple[str, str], str] = {}
         self._open: dict[tuple[str, str], _OpenRecord] = {}
+        _load_package_data(domain)
 
     # ------------------------------------------------------------------ public API (sync)
 
