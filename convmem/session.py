@@ -29,6 +29,9 @@ the transcript thread's *key* (``get_or_create_thread``), so every ``SessionMemo
 the tenant (two devices, two workers) appends to one thread. The turn in progress is
 remembered in-process between the commit points (recovered from the session state's
 open turn when another process began it; its tool calls are then not recorded).
+``edit_turn`` asks an edited question as a new turn beside the original, from the
+state restored out of the original's model-input record; ``regenerate`` records a new
+answer to a turn.
 """
 
 from __future__ import annotations
