@@ -4,14 +4,21 @@ Immutable records (spec §2). Every change makes a new ``SessionState``; the pol
 is written as functions from one state to the next. ``encode_state`` /
 ``decode_state`` are the one codec every store uses; the JSON carries its format
 version (``"v"``) so a value written by an older release still loads.
+
+The encoding is compact UTF-8 JSON that always starts ``{"v":1,"version":<n>,``, so
+a store's compare-and-set can read the stored version (``stored_version``; the Redis
+stores do the same in Lua) without decoding the whole value on every save. Any other
+serialisation of the same JSON object is still a valid value, only read more slowly.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
+
+import orjson
 
 from convmem.errors import CorruptState
 
@@ -24,6 +31,9 @@ ClarificationOrigin = Literal["name", "tool"]
 STATE_FORMAT_VERSION = 1
 #: A stored value larger than this is treated as corrupt (it cannot be ours).
 MAX_STATE_BYTES = 64 * 1024
+#: How every encoded value starts; the decimal ``version`` follows, then ``,`` or ``}``.
+STATE_HEAD = b'{"v":%d,"version":' % STATE_FORMAT_VERSION
+_HEAD_VERSION = re.compile(re.escape(STATE_HEAD) + rb"([0-9]+)[,}]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,16 +130,32 @@ class SessionState:
         )
 
     def evolve(self, **changes: Any) -> SessionState:
-        return replace(self, **changes)
+        """A copy with ``changes``; ``dataclasses.replace`` without its per-call cost.
+
+        The policy evolves the state several times a turn and every save stamps its
+        version, so this is on the hot path. Fields are copied as they are (there is
+        no ``__post_init__`` to rerun); an unknown field name is a ``TypeError``.
+        """
+        if not changes.keys() <= _SESSION_STATE_FIELDS:
+            unknown = sorted(changes.keys() - _SESSION_STATE_FIELDS)
+            raise TypeError(f"SessionState has no field(s) {unknown}")
+        new = object.__new__(SessionState)
+        for name in _SESSION_STATE_FIELDS:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
+
+
+_SESSION_STATE_FIELDS = {f.name: None for f in fields(SessionState)}.keys()  # ordered set
 
 
 # --------------------------------------------------------------------------- codec
 
 
 def state_to_dict(state: SessionState) -> dict[str, Any]:
-    """Plain JSON-ready form of a state (format version included)."""
+    """Plain JSON-ready form of a state; ``v`` and ``version`` first (see ``STATE_HEAD``)."""
     data: dict[str, Any] = {
         "v": STATE_FORMAT_VERSION,
+        "version": state.version,
         "focus": _focus_to_dict(state.focus),
         "filters": {
             k: {"value": f.value, "set_at_turn": f.set_at_turn} for k, f in state.filters.items()
@@ -138,7 +164,6 @@ def state_to_dict(state: SessionState) -> dict[str, Any]:
         "recent_questions": list(state.recent_questions),
         "turn": state.turn,
         "pending": _pending_to_dict(state.pending),
-        "version": state.version,
         "last_rewrite": state.last_rewrite,
         "open_turn": None,
     }
@@ -196,21 +221,52 @@ def state_from_dict(data: Mapping[str, Any]) -> SessionState:
 
 
 def encode_state(state: SessionState) -> bytes:
-    """Compact UTF-8 JSON, the bytes every store keeps."""
-    return json.dumps(state_to_dict(state), separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact UTF-8 JSON starting with ``STATE_HEAD``: the bytes every store keeps."""
+    return orjson.dumps(state_to_dict(state))
 
 
 def decode_state(raw: bytes | str) -> SessionState:
-    """Decode bytes written by ``encode_state``; oversized or malformed input is corrupt."""
+    """Decode a stored value; oversized, malformed or foreign input is ``CorruptState``."""
     if len(raw) > MAX_STATE_BYTES:
         raise CorruptState(f"session state is {len(raw)} bytes, over the {MAX_STATE_BYTES} limit")
     try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
         raise CorruptState(f"session state is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise CorruptState("session state is not a JSON object")
-    return state_from_dict(data)
+    state = state_from_dict(data)
+    head = _HEAD_VERSION.match(raw if isinstance(raw, bytes) else raw.encode())
+    if head is not None and int(head[1]) != state.version:
+        # Only a duplicate "version" key can do this; compare-and-set would read the first.
+        raise CorruptState("session state has two different versions")
+    return state
+
+
+def stored_version(raw: bytes | None) -> int:
+    """The version compare-and-set compares against: 0 when absent or not a state of ours.
+
+    The Redis stores' Lua script implements the same rule: over ``MAX_STATE_BYTES``
+    -> 0; starts with ``STATE_HEAD`` -> the number after it; otherwise the
+    ``version`` of a JSON object whose ``v`` is ours, if it is a non-negative
+    number; else 0.
+    A value that is not ours therefore yields to ``expected_version=0``.
+    """
+    if raw is None or len(raw) > MAX_STATE_BYTES:
+        return 0
+    head = _HEAD_VERSION.match(raw)
+    if head is not None:
+        return int(head[1])
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return 0
+    if not isinstance(data, dict) or data.get("v") != STATE_FORMAT_VERSION:
+        return 0
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int | float) or version < 0:
+        return 0
+    return int(version)
 
 
 def _focus_to_dict(focus: Focus | None) -> dict[str, str] | None:

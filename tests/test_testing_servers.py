@@ -63,3 +63,40 @@ def test_with_database_keeps_the_socket_query() -> None:
 
 def test_sqlite_url_is_a_file_url(sqlite_url: str) -> None:
     assert sqlite_url.startswith("sqlite:///") and sqlite_url.endswith(".sqlite3")
+
+
+_SKIPPING_TESTS = '''
+import pytest
+
+@pytest.fixture
+def missing_server():
+    pytest.skip("no server here")
+
+@pytest.mark.redis
+def test_redis_skips_in_body():
+    pytest.skip("no server here")
+
+@pytest.mark.postgres
+def test_postgres_skips_in_fixture(missing_server):
+    pass
+
+def test_unmarked_skip():
+    pytest.skip("not a storage test")
+'''
+
+
+@pytest.mark.parametrize(("ci", "failed", "skipped"), [("true", 1, 1), ("", 0, 3)])
+def test_ci_turns_a_skipped_storage_test_into_a_failure(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str, failed: int,
+    skipped: int,
+) -> None:
+    """Under CI=true a storage test that skips (in its body or a fixture) fails the run."""
+    pytester.makeconftest('pytest_plugins = ["convmem.testing.pytest_plugin"]\n')
+    pytester.makeini("[pytest]\nmarkers =\n  redis: r\n  cluster: c\n  postgres: p\n")
+    pytester.makepyfile(test_skips=_SKIPPING_TESTS)
+    monkeypatch.setenv("CI", ci)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=failed, errors=failed, skipped=skipped)  # fixture: error
+    assert result.ret == (1 if failed else 0)
+    if failed:
+        result.stdout.fnmatch_lines(["*CI=true: a redis/cluster/postgres test may not skip*"])

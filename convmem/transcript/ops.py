@@ -12,7 +12,10 @@ Writers lock the thread row first (``SELECT ... FOR UPDATE`` on PostgreSQL; on
 SQLite the store opens write transactions with ``BEGIN IMMEDIATE``), then take
 their sequence numbers with one ``UPDATE ... RETURNING next_seq`` that also moves
 the active leaf, so concurrent appends to one thread queue up and form one linear,
-gapless path. Every statement filters on ``tenant``: a thread of another tenant is
+gapless path. On PostgreSQL ``insert_chain`` does the lock, the read of the active
+leaf, the sequence numbers, the messages and their search rows in one statement;
+an append to the active leaf is that statement alone (``Alone``: autocommit, one
+round trip). Every statement filters on ``tenant``: a thread of another tenant is
 indistinguishable from a missing one (``ThreadNotFound``).
 """
 
@@ -71,9 +74,27 @@ from convmem.transcript.records import (
 )
 
 T = TypeVar("T")
-# A step is a statement, or (statement, parameter rows) for a cached executemany.
+
+
+@dataclass(frozen=True, slots=True)
+class Alone:
+    """A step that is the whole operation: its first and only statement.
+
+    One statement is atomic on its own, so the store may run it outside an explicit
+    transaction (PostgreSQL autocommit: one round trip instead of BEGIN, statement,
+    COMMIT). The store refuses an operation that yields anything after it.
+    """
+
+    statement: Executable
+    params: Mapping[str, Any]
+
+
+# A step is a statement, or (statement, parameter rows) for a cached executemany, or
+# an ``Alone`` statement.
 Step = Union[  # noqa: UP007
-    Executable, tuple[Executable, Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]]  # noqa: UP007
+    Executable,
+    tuple[Executable, Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]],  # noqa: UP007
+    Alone,
 ]
 Op = Generator[Step, Any, T]
 
@@ -184,13 +205,31 @@ def _sha256(data: bytes) -> str:
 # ---------------------------------------------------------------- shared steps
 
 
+# Hot-path statements built once: their cache keys are memoized on the objects, so
+# executing them skips SQLAlchemy's per-call statement building and key generation.
+_THREAD_WHERE = (
+    THREADS.c.id == sa.bindparam("b_thread_id"),
+    THREADS.c.tenant == sa.bindparam("b_tenant"),
+)
+_LOCK_THREAD = sa.select(THREADS).where(*_THREAD_WHERE).with_for_update()
+_TAKE_SEQ = {
+    move: sa.update(THREADS)
+    .where(*_THREAD_WHERE)
+    .values(
+        next_seq=THREADS.c.next_seq + sa.bindparam("b_n"),
+        updated_at=sa.bindparam("b_now"),
+        **({"active_leaf": sa.bindparam("b_leaf")} if move else {}),
+    )
+    .returning(THREADS.c.next_seq)
+    for move in (False, True)
+}
+_INSERT_MESSAGES = sa.insert(MESSAGES)
+_INSERT_SEARCH = sa.insert(SEARCH)
+
+
 def lock_thread(tenant: str, thread_id: str) -> Op[Mapping[str, Any]]:
     """Lock the thread row (PostgreSQL ``FOR UPDATE``) and return it."""
-    res = yield (
-        sa.select(THREADS)
-        .where(THREADS.c.id == thread_id, THREADS.c.tenant == tenant)
-        .with_for_update()
-    )
+    res = yield (_LOCK_THREAD, {"b_thread_id": thread_id, "b_tenant": tenant})
     row = res.mappings().first()
     if row is None:
         raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
@@ -219,20 +258,21 @@ def get_message(tenant: str, thread_id: str, message_id: str) -> Op[Message]:
     return to_message(row)
 
 
-def path_statement(tenant: str, thread_id: str, from_message: str | None) -> sa.Select[Any]:
-    """ONE statement: the path from a message (default: the active leaf) to the root.
+def _path_statement(from_active_leaf: bool) -> sa.Select[Any]:
+    """ONE statement: the path from a message (or the active leaf) to the root.
 
     A recursive CTE whose anchor is the thread row left-joined to its start message,
     so the single result also tells "no such thread" (no row) from "empty path" (one
     row of NULLs). Each step is a primary-key lookup, so cost grows with depth and
-    not with the size of the tree.
+    not with the size of the tree. Parameters: ``b_thread_id``, ``b_tenant`` and,
+    unless it starts at the active leaf, ``b_from``.
     """
     t, m = THREADS, MESSAGES
-    start = t.c.active_leaf if from_message is None else sa.literal(from_message)
+    start = t.c.active_leaf if from_active_leaf else sa.bindparam("b_from", type_=sa.String)
     anchor = (
         sa.select(t.c.archived_seq.label("archived_seq"), *[m.c[c] for c in MSG_COLS])
         .select_from(t.outerjoin(m, sa.and_(m.c.id == start, m.c.thread_id == t.c.id)))
-        .where(t.c.id == thread_id, t.c.tenant == tenant)
+        .where(*_THREAD_WHERE)
     )
     path = anchor.cte("convmem_path", recursive=True)
     step = m.alias("step")
@@ -244,11 +284,20 @@ def path_statement(tenant: str, thread_id: str, from_message: str | None) -> sa.
     return sa.select(path).order_by(path.c.seq)
 
 
+# Built once (see _LOCK_THREAD): building this CTE cost more than running it.
+_PATH_FROM_LEAF = _path_statement(from_active_leaf=True)
+_PATH_FROM_MESSAGE = _path_statement(from_active_leaf=False)
+
+
 def read_path(
     tenant: str, thread_id: str, from_message: str | None = None, *, include_archived: bool = True
 ) -> Op[list[Message]]:
     """The path as records (root first)."""
-    res = yield path_statement(tenant, thread_id, from_message)
+    params = {"b_thread_id": thread_id, "b_tenant": tenant}
+    if from_message is None:
+        res = yield (_PATH_FROM_LEAF, params)
+    else:
+        res = yield (_PATH_FROM_MESSAGE, {**params, "b_from": from_message})
     rows = res.mappings().all()
     if not rows:
         raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
@@ -344,63 +393,87 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
     """Insert message rows and their search-index rows."""
     # one row: a plain execute (psycopg's executemany pipelines, slower for one row)
     if rows:
-        yield (sa.insert(MESSAGES), rows[0] if len(rows) == 1 else list(rows))
-    search = [
-        {
-            "body": body,
-            "message_id": r["id"],
-            "tenant": r["tenant"],
-            "thread_id": r["thread_id"],
-        }
-        for r in rows
-        if r["redacted_at"] is None and (body := search_body(r["parts"]))
-    ]
+        yield (_INSERT_MESSAGES, rows[0] if len(rows) == 1 else list(rows))
+    search = _search_rows(rows)
     if search:
-        yield (sa.insert(SEARCH), search[0] if len(search) == 1 else search)
+        yield (_INSERT_SEARCH, search[0] if len(search) == 1 else search)
 
 
-def insert_chain(
-    ctx: Ctx,
+# PostgreSQL takes a whole chain in ONE statement (one round trip): lock the thread
+# row and read its active leaf (``FOR UPDATE``), take the sequence numbers and move
+# the pointer (``UPDATE ... RETURNING``; under READ COMMITTED a writer that waited
+# for the lock re-reads the row its predecessor committed), then insert the
+# messages and their search-index rows. No row comes back when the thread is not
+# the tenant's, and then nothing was written. The rows travel as one JSON
+# parameter, so the text (and psycopg's prepared plan) never changes with the
+# batch size.
+_PG_INSERT_CHAIN = sa.text(
+    """
+WITH locked AS (
+    SELECT id, active_leaf FROM convmem_threads
+    WHERE id = :thread_id AND tenant = :tenant
+    FOR UPDATE
+), th AS (
+    UPDATE convmem_threads AS t
+    SET next_seq = t.next_seq + :n,
+        updated_at = :now,
+        active_leaf = CASE WHEN :move_leaf THEN :last_id ELSE t.active_leaf END
+    FROM locked
+    WHERE t.id = locked.id
+    RETURNING t.next_seq - :n AS first_seq,
+        CASE WHEN :follow_leaf THEN locked.active_leaf ELSE :parent_id END AS parent_id
+), msg AS (
+    INSERT INTO convmem_messages (id, thread_id, tenant, parent_id, seq, role, author,
+        parts, extra, received_at, client_ts, visibility, copy_of, turn_id, redacted_at)
+    SELECT r.id, :thread_id, :tenant,
+        CASE WHEN r.i = 0 THEN th.parent_id ELSE r.parent_id END,
+        th.first_seq + r.i, r.role, r.author, r.parts, r.extra, :now, r.client_ts,
+        r.visibility, r.copy_of, :turn_id, NULL
+    FROM th CROSS JOIN json_to_recordset(CAST(:rows AS json)) AS r(
+        i integer, id text, parent_id text, role text, author text, parts json,
+        extra json, client_ts timestamp, visibility text, copy_of text)
+), search AS (
+    INSERT INTO convmem_search (body, message_id, tenant, thread_id)
+    SELECT s.body, s.message_id, :tenant, :thread_id
+    FROM th CROSS JOIN json_to_recordset(CAST(:search AS json)) AS s(
+        message_id text, body text)
+)
+SELECT first_seq, parent_id FROM th
+"""
+)
+
+
+def _chain_rows(
     tenant: str,
     thread_id: str,
-    parent_id: str | None,
     messages: Sequence[NewMessage],
-    *,
-    move_leaf: bool,
-    turn_id: str | None = None,
-    copy_of: Sequence[str | None] | None = None,
-) -> Op[list[Message]]:
-    """Append ``messages`` as a chain under ``parent_id``; the thread row is locked."""
-    if not messages:
-        return []
-    now = ctx.now()
-    ids = [new_id() for _ in messages]
-    values: dict[str, Any] = {"next_seq": THREADS.c.next_seq + len(messages), "updated_at": now}
-    if move_leaf:
-        values["active_leaf"] = ids[-1]
-    res = yield (
-        sa.update(THREADS)
-        .where(THREADS.c.id == thread_id, THREADS.c.tenant == tenant)
-        .values(**values)
-        .returning(THREADS.c.next_seq)
-    )
-    first_seq = int(res.scalar_one()) - len(messages)
+    now: datetime,
+    turn_id: str | None,
+    copy_of: Sequence[str | None] | None,
+) -> tuple[list[JSONDict], dict[str, JSONDict]]:
+    """Rows of a chain and the new attachment bytes it brings.
+
+    Each row is linked to the one before; the first row's parent is still ``None``
+    and ``seq`` holds the position in the chain until the thread row hands out
+    the numbers (``insert_chain``).
+    """
     rows: list[JSONDict] = []
     blobs: dict[str, JSONDict] = {}
-    parent = parent_id
-    for i, (mid, msg) in enumerate(zip(ids, messages, strict=True)):
+    parent: str | None = None
+    for i, msg in enumerate(messages):
         if msg.role not in ("system", "user", "assistant", "tool"):
             raise ConfigError(f"message role {msg.role!r}: want system, user, assistant or tool")
         parts_json, new_blobs = _prepare_parts(tenant, msg.parts(), now)
         for b in new_blobs:
             blobs[b["sha256"]] = b
+        mid = new_id()
         rows.append(
             {
                 "id": mid,
                 "thread_id": thread_id,
                 "tenant": tenant,
                 "parent_id": parent,
-                "seq": first_seq + i,
+                "seq": i,
                 "role": msg.role,
                 "author": msg.author,
                 "parts": parts_json,
@@ -414,8 +487,132 @@ def insert_chain(
             }
         )
         parent = mid
-    yield from add_attachment_refs(ctx, tenant, attachment_refs(r["parts"] for r in rows), blobs)
-    yield from insert_message_rows(ctx, rows)
+    return rows, blobs
+
+
+def _search_rows(rows: Sequence[Mapping[str, Any]]) -> list[JSONDict]:
+    """Search-index rows for message rows (redacted or text-less messages have none)."""
+    return [
+        {"body": body, "message_id": r["id"], "tenant": r["tenant"], "thread_id": r["thread_id"]}
+        for r in rows
+        if r["redacted_at"] is None and (body := search_body(r["parts"]))
+    ]
+
+
+def _pg_insert_chain(
+    tenant: str,
+    thread_id: str,
+    parent_id: str | _Active | None,
+    rows: Sequence[JSONDict],
+    now: datetime,
+    *,
+    move_leaf: bool,
+    turn_id: str | None,
+    alone: bool,
+) -> Op[tuple[int, str | None]]:
+    """Run ``_PG_INSERT_CHAIN`` (as an ``Alone`` step if ``alone``).
+
+    Returns (first seq, parent of the first message).
+    """
+    payload = [
+        {
+            "i": r["seq"],
+            "id": r["id"],
+            "parent_id": r["parent_id"],
+            "role": r["role"],
+            "author": r["author"],
+            "parts": r["parts"],
+            "extra": r["extra"],
+            "client_ts": None if r["client_ts"] is None else r["client_ts"].isoformat(),
+            "visibility": r["visibility"],
+            "copy_of": r["copy_of"],
+        }
+        for r in rows
+    ]
+    search = [{"message_id": s["message_id"], "body": s["body"]} for s in _search_rows(rows)]
+    follow = isinstance(parent_id, _Active)
+    params = {
+        "thread_id": thread_id,
+        "tenant": tenant,
+        "n": len(rows),
+        "now": now,
+        "move_leaf": move_leaf,
+        "last_id": rows[-1]["id"],
+        "follow_leaf": follow,
+        "parent_id": None if follow else parent_id,
+        "turn_id": turn_id,
+        "rows": json.dumps(payload),
+        "search": json.dumps(search),
+    }
+    res = yield (Alone(_PG_INSERT_CHAIN, params) if alone else (_PG_INSERT_CHAIN, params))
+    row = res.first()
+    if row is None:
+        raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
+    return int(row[0]), row[1]
+
+
+def insert_chain(
+    ctx: Ctx,
+    tenant: str,
+    thread_id: str,
+    parent_id: str | _Active | None,
+    messages: Sequence[NewMessage],
+    *,
+    move_leaf: bool,
+    turn_id: str | None = None,
+    copy_of: Sequence[str | None] | None = None,
+    whole_op: bool = False,
+) -> Op[list[Message]]:
+    """Append ``messages`` as a chain under ``parent_id`` (``ACTIVE``: the active leaf).
+
+    Locks the thread row itself (a caller holding the lock already may call it too).
+    An explicit ``parent_id`` must have been checked by the caller. ``whole_op``:
+    nothing precedes or follows in the operation, so on PostgreSQL a chain without
+    attachments is one ``Alone`` statement.
+    """
+    if not messages:
+        yield from lock_thread(tenant, thread_id)
+        return []
+    now = ctx.now()
+    rows, blobs = _chain_rows(tenant, thread_id, messages, now, turn_id, copy_of)
+    refs = attachment_refs(r["parts"] for r in rows)
+    if ctx.dialect == "postgresql":
+        first_seq, parent = yield from _pg_insert_chain(
+            tenant,
+            thread_id,
+            parent_id,
+            rows,
+            now,
+            move_leaf=move_leaf,
+            turn_id=turn_id,
+            alone=whole_op and not refs,
+        )
+    else:
+        # SQLite: the write transaction (BEGIN IMMEDIATE) is the lock; statements are cheap.
+        if isinstance(parent_id, _Active):
+            parent = (yield from lock_thread(tenant, thread_id))["active_leaf"]
+        else:
+            parent = parent_id
+        res = yield (
+            _TAKE_SEQ[move_leaf],
+            {
+                "b_thread_id": thread_id,
+                "b_tenant": tenant,
+                "b_n": len(rows),
+                "b_now": now,
+                "b_leaf": rows[-1]["id"],
+            },
+        )
+        next_seq = res.scalar()
+        if next_seq is None:
+            raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
+        first_seq = int(next_seq) - len(rows)
+    rows[0]["parent_id"] = parent
+    for i, r in enumerate(rows):
+        r["seq"] = first_seq + i
+    yield from add_attachment_refs(ctx, tenant, refs, blobs)
+    if ctx.dialect != "postgresql":
+        yield from insert_message_rows(ctx, rows)
     return [to_message(r) for r in rows]
 
 
@@ -536,13 +733,13 @@ def append(
     activate: bool,
 ) -> Op[list[Message]]:
     """Append to the active leaf (one linear path under concurrency) or under a parent."""
-    th = yield from lock_thread(tenant, thread_id)
     if isinstance(parent_id, _Active):
         return (
             yield from insert_chain(
-                ctx, tenant, thread_id, th["active_leaf"], messages, move_leaf=True
+                ctx, tenant, thread_id, ACTIVE, messages, move_leaf=True, whole_op=True
             )
         )
+    yield from lock_thread(tenant, thread_id)
     if parent_id is not None:
         yield from get_message(tenant, thread_id, parent_id)
     return (
@@ -562,13 +759,13 @@ def begin_turn_record(
 
     The message follows the active leaf, or goes under ``parent_id`` (an edit: a
     sibling of the edited question); either way it becomes the active leaf."""
-    th = yield from lock_thread(tenant, thread_id)
-    if isinstance(parent_id, str):
-        yield from get_message(tenant, thread_id, parent_id)
-    parent = th["active_leaf"] if isinstance(parent_id, _Active) else parent_id
+    if not isinstance(parent_id, _Active):
+        yield from lock_thread(tenant, thread_id)
+        if parent_id is not None:
+            yield from get_message(tenant, thread_id, parent_id)
     turn_id = new_id()
     (msg,) = yield from insert_chain(
-        ctx, tenant, thread_id, parent, [user_message], move_leaf=True, turn_id=turn_id
+        ctx, tenant, thread_id, parent_id, [user_message], move_leaf=True, turn_id=turn_id
     )
     sha: str | None = None
     if model_input.system_prompt is not None:

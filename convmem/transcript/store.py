@@ -4,8 +4,10 @@ One class, one implementation for both databases. Every operation lives once in
 ``convmem.transcript.ops`` as a generator of statements; ``_run`` drives it on a
 sync connection, ``_arun`` on an async one (aiosqlite / psycopg 3 async), each in
 one transaction, so the twins share every statement and decision and only the
-I/O differs (the httpx/httpcore pattern). Write transactions on SQLite start with
-``BEGIN IMMEDIATE`` (its stand-in for a row lock); SQLite runs in WAL mode with
+I/O differs (the httpx/httpcore pattern). An operation that is one ``ops.Alone``
+statement runs on PostgreSQL in autocommit mode instead (one statement is atomic;
+BEGIN and COMMIT would be two more round trips). Write transactions on SQLite
+start with ``BEGIN IMMEDIATE`` (its stand-in for a row lock); SQLite runs in WAL mode with
 ``secure_delete`` on, and after a redaction or deletion its WAL is checkpointed
 (``TRUNCATE``) while PostgreSQL vacuums the touched tables. Old WAL archives and
 backups are outside the store's reach. A database error that means "the record
@@ -101,24 +103,39 @@ def _sqlite_setup(engine: sa.Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def _drive(execute: Callable[..., Any], op: ops.Op[T]) -> T:
-    """Run a statement generator with a synchronous ``execute``."""
+def _execute(execute: Callable[..., T], step: ops.Step) -> T:
+    if isinstance(step, ops.Alone):
+        return execute(step.statement, step.params)
+    return execute(*step) if isinstance(step, tuple) else execute(step)
+
+
+def _after_alone(op: ops.Op[Any]) -> None:
+    op.close()
+    raise RuntimeError("an operation yielded a statement after its Alone step")
+
+
+def _drive(execute: Callable[..., Any], op: ops.Op[T], step: ops.Step, alone: bool) -> T:
+    """Run a statement generator, whose first step is ``step``, with a synchronous ``execute``."""
     try:
-        step = next(op)
         while True:
-            step = op.send(execute(*step) if isinstance(step, tuple) else execute(step))
+            step = op.send(_execute(execute, step))
+            if alone:
+                _after_alone(op)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
         op.close()
 
 
-async def _adrive(execute: Callable[..., Coroutine[Any, Any, Any]], op: ops.Op[T]) -> T:
-    """Run a statement generator with an awaitable ``execute``."""
+async def _adrive(
+    execute: Callable[..., Coroutine[Any, Any, Any]], op: ops.Op[T], step: ops.Step, alone: bool
+) -> T:
+    """Run a statement generator, whose first step is ``step``, with an awaitable ``execute``."""
     try:
-        step = next(op)
         while True:
-            step = op.send(await (execute(*step) if isinstance(step, tuple) else execute(step)))
+            step = op.send(await _execute(execute, step))
+            if alone:
+                _after_alone(op)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
@@ -174,13 +191,24 @@ class TranscriptStore:
 
     # ------------------------------------------------------------ plumbing
 
+    def _alone(self, step: ops.Step) -> bool:
+        """Run this first step without BEGIN/COMMIT (PostgreSQL; SQLite keeps its lock)."""
+        return isinstance(step, ops.Alone) and self.dialect == "postgresql"
+
     def _run(self, op: ops.Op[T], *, write: bool = False) -> T:
         try:
+            step = next(op)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        try:
             with self.engine.connect() as conn:
+                if self._alone(step):
+                    conn.execution_options(isolation_level="AUTOCOMMIT")
+                    return _drive(conn.execute, op, step, alone=True)
                 if write:
                     conn.execution_options(convmem_write=True)
                 with conn.begin():
-                    return _drive(conn.execute, op)
+                    return _drive(conn.execute, op, step, alone=False)
         except _UNAVAILABLE as exc:
             raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
 
@@ -214,11 +242,18 @@ class TranscriptStore:
 
     async def _arun(self, op: ops.Op[T], *, write: bool = False) -> T:
         try:
+            step = next(op)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        try:
             async with (await self._aengine()).connect() as conn:
+                if self._alone(step):
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    return await _adrive(conn.execute, op, step, alone=True)
                 if write:
                     await conn.execution_options(convmem_write=True)
                 async with conn.begin():
-                    return await _adrive(conn.execute, op)
+                    return await _adrive(conn.execute, op, step, alone=False)
         except _UNAVAILABLE as exc:
             raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
 

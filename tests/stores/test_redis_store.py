@@ -15,6 +15,8 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import date
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +25,7 @@ import redis.asyncio
 from redis.cluster import RedisCluster
 from redis.driver_info import DriverInfo
 
-from convmem.errors import ConfigError, StateUnavailable
+from convmem.errors import ConfigError, StateUnavailable, VersionConflict
 from convmem.state import SessionState
 from convmem.stores import RedisClusterSessionStateStore, RedisSessionStateStore, state_key
 from convmem.testing import SessionStateStoreSpec
@@ -96,6 +98,24 @@ class TestRedisClusterStore(_RawRedisHooks):
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture
+def urls(redis_url: str, redis_cluster_url: str) -> dict[str, str]:
+    """Both servers, resolved before the test body (and its blockbuster) starts."""
+    return {"redis": redis_url, "cluster": redis_cluster_url}
+
+
+STORE_CLASSES = {"redis": RedisSessionStateStore, "cluster": RedisClusterSessionStateStore}
+
+
+@pytest.fixture(scope="module")
+def crm() -> Any:
+    from convmem import load_domain
+
+    domain = load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm.json")
+    _ = domain.catalog  # built lazily, reading package data: not on the event loop
+    return domain
 
 
 @pytest.fixture
@@ -264,7 +284,9 @@ def test_key_layout_value_format_and_ttl(redis_url: str, key_prefix: str) -> Non
     try:
         store.save("tenant-a", "thread-1", rich_state(), expected_version=0)
         key = f"{key_prefix}:v1:state:{{tenant-a:thread-1}}"
-        value = json.loads(raw.get(key) or b"null")
+        stored = raw.get(key) or b""
+        assert stored.startswith(b'{"v":1,"version":1,')  # STATE_HEAD: CAS reads no JSON
+        value = json.loads(stored)
         assert (value["v"], value["version"]) == (1, 1)
         assert 110_000 < raw.pttl(key) <= 120_000
     finally:
@@ -289,6 +311,46 @@ async def test_cold_script_cache_falls_back_to_eval(
         await own_store.aclose()
 
 
+@pytest.mark.redis
+@pytest.mark.parametrize(
+    "stored",
+    [
+        b'{"v":1,"version":12,"turn":3}',
+        b'{"v":1,"version":12}',
+        b'{"v":1,"version":12,"focus":',  # head decides, body corrupt
+        b'{"turn":3,"version":7,"v":1}',  # another key order: decoded
+        b'{"version":7.0,"v":1}',
+        b'{"version":-7,"v":1}',
+        b'{"version":"7","v":1}',
+        b'{"version":true,"v":1}',
+        b'{"v":2,"version":7}',
+        b'{"v": 1, "version": 7}',  # not our head (spaces): decoded
+        b"[7]",
+        b"\xff\x00garbage",
+        b"",
+        b'{"v":1,"version":5,"x":"' + b"y" * 70_000 + b'"}',  # over 64 KB
+    ],
+)
+def test_lua_reads_the_stored_version_like_the_codec(
+    stored: bytes, redis_url: str, key_prefix: str
+) -> None:
+    """The CAS script and ``convmem.state.stored_version`` agree on every kind of value."""
+    from convmem.state import stored_version
+
+    store = RedisSessionStateStore(redis_url, prefix=key_prefix)
+    raw = redis.Redis.from_url(redis_url)
+    try:
+        raw.set(state_key(TENANT, "t1", key_prefix), stored)
+        expected = stored_version(stored)
+        with pytest.raises(VersionConflict) as info:
+            store.save(TENANT, "t1", rich_state(), expected_version=expected + 1)
+        assert info.value.actual == expected
+        assert store.save(TENANT, "t1", rich_state(), expected_version=expected) == expected + 1
+    finally:
+        store.close()
+        raw.close()
+
+
 def _script_shas() -> list[str]:
     from convmem.stores.redis import CAS_SHA
 
@@ -303,11 +365,9 @@ def _script_shas() -> list[str]:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", ["redis", "cluster"])
 async def test_iter_threads_lists_one_tenant_with_scan(
-    mode: str, backend: str, request: pytest.FixtureRequest, key_prefix: str
+    mode: str, backend: str, urls: dict[str, str], key_prefix: str
 ) -> None:
-    url = request.getfixturevalue("redis_url" if backend == "redis" else "redis_cluster_url")
-    cls = RedisSessionStateStore if backend == "redis" else RedisClusterSessionStateStore
-    store = cls(url, prefix=key_prefix)
+    store = STORE_CLASSES[backend](urls[backend], prefix=key_prefix)
     api = StoreDriver(store, mode)  # type: ignore[arg-type]
     wanted = {f"thread-{i}" for i in range(40)}
     try:
@@ -390,15 +450,12 @@ def test_rejects_what_is_not_a_client() -> None:
 
 @pytest.mark.redis
 def test_facade_turns_survive_a_redis_kill(
-    throwaway_redis: RedisServer, caplog: pytest.LogCaptureFixture
+    throwaway_redis: RedisServer, crm: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A session driven through SessionMemory keeps answering while its cache is dead."""
-    from datetime import date
-    from pathlib import Path
+    from convmem import SessionMemory, TurnContext
 
-    from convmem import SessionMemory, TurnContext, load_domain
-
-    domain = load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm.json")
+    domain = crm
     store = RedisSessionStateStore(throwaway_redis.url, prefix=f"facade{os.getpid()}")
     mem = SessionMemory(domain, store=store, tenant="acme")
     today = date(2026, 11, 30)
@@ -424,3 +481,35 @@ def test_facade_turns_survive_a_redis_kill(
     mem.end_turn("t")
     state = mem.get_state("t")
     assert state is not None and state.focus is not None and state.focus.id == "C-1080"
+
+
+@pytest.mark.redis
+@pytest.mark.cluster
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+async def test_fifty_concurrent_facade_turns_lose_no_saved_update(
+    backend: str, urls: dict[str, str], key_prefix: str, crm: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """50 writers on one thread through SessionMemory: every turn the façade saved counts.
+
+    The façade retries a conflict twice, then goes on unsaved with a warning; so the
+    state must hold exactly the turns that were not given up, no more, no fewer.
+    """
+    from convmem import SessionMemory
+
+    store = STORE_CLASSES[backend](urls[backend], prefix=key_prefix)
+    mems = [SessionMemory(crm, store=store, tenant="acme") for _ in range(50)]
+    try:
+        with caplog.at_level(logging.WARNING, logger="convmem.session"):
+            await asyncio.gather(*(
+                mem.abegin_turn("shared", f"question {i} about quotas", message_id=f"m{i}",
+                                today=date(2026, 11, 30))
+                for i, mem in enumerate(mems)))
+        gave_up = [r for r in caplog.records
+                   if r.name == "convmem.session" and "gave up" in r.getMessage()]
+        state = await mems[0].aget_state("shared")
+        assert state is not None
+        assert (state.turn, state.version) == (50 - len(gave_up), 50 - len(gave_up))
+        assert state.turn >= 1 and store.stats.degraded == 0
+    finally:
+        await store.aclose()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from typing import Any
@@ -63,10 +64,11 @@ def main(payload: dict[str, Any]) -> None:
 
     @sa.event.listens_for(engine, "after_cursor_execute")
     def stop_inside(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
-        if inside_point_two and statement.lstrip().upper().startswith(
-            "INSERT INTO CONVMEM_MESSAGES"
-        ):
-            announce(stage="inside", statement=statement.split("(")[0].strip(), **turn)
+        # the statement writing message rows: a plain INSERT, or on PostgreSQL the one
+        # statement that locks the thread and inserts (``WITH ... INSERT INTO ...``)
+        written = re.search(r"INSERT INTO convmem_messages\b", statement, re.IGNORECASE)
+        if inside_point_two and written:
+            announce(stage="inside", statement=written.group(0), **turn)
             hang()
 
     question = NewMessage(role="user", content=payload["question"])

@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import uuid
 import warnings
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from convmem.testing.servers import libpq_url
 from convmem.testing.transcript_spec import FOREVER, Api, TranscriptStoreSpec
-from convmem.transcript import TranscriptStore
+from convmem.transcript import NewMessage, TranscriptStore, ops
 
 pytestmark = pytest.mark.postgres
 
@@ -75,3 +78,44 @@ def test_sqlite_export_imports_into_postgres_byte_identical(
     finally:
         lite.engine.dispose()
         pg.engine.dispose()
+
+
+def test_append_to_the_active_leaf_is_one_statement_in_autocommit(postgres_url: str) -> None:
+    """One round trip: lock, sequence, message and search row in one atomic statement."""
+    store = TranscriptStore(postgres_url, retention=FOREVER)
+    store.migrate()
+    tenant = f"one-statement-{uuid.uuid4().hex[:8]}"
+    seen: list[tuple[str, bool]] = []
+
+    def record(conn: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        seen.append((statement.split()[0], bool(conn.connection.driver_connection.autocommit)))
+
+    try:
+        th = store.create_thread(tenant)
+        store.append(tenant, th.id, NewMessage(role="user", content="first words"))
+        sa.event.listen(store.engine, "before_cursor_execute", record)
+        try:
+            (msg,) = store.append(tenant, th.id, NewMessage(role="user", content="second words"))
+        finally:
+            sa.event.remove(store.engine, "before_cursor_execute", record)
+        assert seen == [("WITH", True)]
+        path = store.active_path(tenant, th.id)
+        assert [m.seq for m in path] == [1, 2] and path[-1] == msg
+        assert [h.message_id for h in store.search(tenant, "second")] == [msg.id]
+        store.delete_thread(tenant, th.id)
+    finally:
+        store.engine.dispose()
+
+
+def test_an_alone_step_must_be_the_whole_operation(postgres_url: str) -> None:
+    store = TranscriptStore(postgres_url, retention=FOREVER)
+
+    def op() -> ops.Op[None]:
+        yield ops.Alone(sa.text("SELECT 1"), {})
+        yield sa.text("SELECT 2")
+
+    try:
+        with pytest.raises(RuntimeError, match="after its Alone step"):
+            store._run(op(), write=True)
+    finally:
+        store.engine.dispose()

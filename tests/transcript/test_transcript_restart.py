@@ -58,9 +58,8 @@ class PauseInsidePointTwo:
         sa.event.listen(engine, "after_cursor_execute", self._hook)
 
     def _hook(self, _c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
-        if threading.get_ident() == self.owner and statement.startswith(
-            "INSERT INTO convmem_messages"
-        ):
+        # a plain INSERT, or PostgreSQL's one locking-and-inserting statement (WITH ...)
+        if threading.get_ident() == self.owner and "INSERT INTO convmem_messages" in statement:
             self.owner = None
             self.reached.set()
             assert self.release.wait(60)
