@@ -7,27 +7,22 @@ sized like the reference session (4,000-token system prompt + context per turn,
 2,000-token answers). The script and its domain are package data.
 
 ``record_demo(url)`` plays the same session into a transcript (``convmem demo --db
-URL``). The recording is ``TranscriptRecorder``, kept apart so it can give way to
-``SessionMemory`` driving the commit points itself.
+URL``), ``SessionMemory`` driving the commit points, and ends with an edit and a
+regeneration so the record has branches.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convmem.domain import Domain
 from convmem.reference import ANSWER_TOKENS, SYSTEM_TOKENS, _exact
-from convmem.session import Clarification, SessionMemory, TurnContext
-from convmem.state import state_to_dict
+from convmem.session import Clarification, ModelCall, SessionMemory
 from convmem.tokens import count_message_tokens
-
-if TYPE_CHECKING:
-    from convmem.transcript import TranscriptStore
 
 SYSTEM_TEXT = "You are a careful sales-operations assistant. Retrieved records follow. "
 
@@ -52,58 +47,47 @@ class DemoTurn:
         }
 
 
-@dataclass(frozen=True)
-class DemoExchange:
-    """One played turn as a transcript sees it: what went in, which tools ran, what came out."""
-
-    turn: int
-    question: str
-    started: TurnContext | Clarification
-    system: str
-    tool_calls: Sequence[dict[str, Any]] = field(default_factory=tuple)
-    answer: str = ""
-
-
 def demo_script() -> dict[str, Any]:
     raw = resources.files("convmem").joinpath("data/demo_session.json").read_text("utf-8")
     data: dict[str, Any] = json.loads(raw)
     return data
 
 
+def demo_domain() -> Domain:
+    return Domain.from_dict(demo_script()["domain"], source="demo_session.json")
+
+
 def run_demo(
     memory: SessionMemory | None = None,
     thread_id: str = "demo",
-    on_turn: Callable[[DemoExchange], None] | None = None,
+    model_call: ModelCall | None = None,
 ) -> list[DemoTurn]:
     """Play the script through ``SessionMemory`` and count both prompts per turn.
 
-    ``on_turn`` sees each turn once its answer exists (``record_demo`` keeps it).
+    ``model_call`` goes to each ``begin_turn`` (with a transcript: commit point 1);
+    tool calls get ids ``call-<turn>-<n>``.
     """
     script = demo_script()
     if memory is None:
-        memory = SessionMemory(Domain.from_dict(script["domain"], source="demo_session.json"),
-                               tenant="demo")
+        memory = SessionMemory(demo_domain(), tenant="demo")
     today = date.fromisoformat(script["today"])
     system = _exact(SYSTEM_TEXT, SYSTEM_TOKENS)
     history: list[tuple[str, str]] = []
     rows: list[DemoTurn] = []
     for n, turn in enumerate(script["turns"], 1):
         question = turn["user"]
-        started = memory.begin_turn(thread_id, question, today=today)
+        started = memory.begin_turn(thread_id, question, today=today, model_call=model_call)
         clarification: Clarification | None = None
-        tool_calls: list[dict[str, Any]] = []
         if isinstance(started, Clarification):
             clarification, rewritten, block = started, "", ""
         else:
             rewritten, block = started.rewritten, started.block
-            for call in turn["tools"]:
-                tool_calls.append(call)
-                clarification = memory.record_tool(thread_id, call["name"], call["args"], call["result"])
+            for i, call in enumerate(turn["tools"], 1):
+                clarification = memory.record_tool(thread_id, call["name"], call["args"],
+                                                   call["result"], call_id=f"call-{n}-{i}")
                 if clarification is not None:
                     break
         answer = clarification.text if clarification else _exact(f"Answer {n}: [doc-{n}] ", ANSWER_TOKENS)
-        if on_turn is not None:
-            on_turn(DemoExchange(n, question, started, system, tuple(tool_calls), answer))
         memory.end_turn(thread_id, answer=answer)
         system_with_block = f"{system}\n\n{block}" if block else system
         baseline = count_message_tokens([("system", system), ("user", question)])
@@ -118,79 +102,35 @@ def run_demo(
     return rows
 
 
-class TranscriptRecorder:
-    """Keeps the demo session in a transcript: each turn through the two commit points.
-
-    A turn that reached the model writes the question with its model input (the
-    rendered block, the state snapshot, the system prompt; the rewritten question in
-    the message's ``extra``), then its tool calls, their results and the answer. A
-    clarification asked before any model call is the question and the clarification,
-    with no model input. ``edit_and_regenerate`` then makes the two branches a user
-    makes: the last question edited, and the answer to it regenerated.
-    """
-
-    def __init__(self, store: TranscriptStore, tenant: str, thread_id: str) -> None:
-        self.store = store
-        self.tenant = tenant
-        self.thread_id = thread_id
-        self.last_question_id: str | None = None
-
-    def turn(self, ex: DemoExchange) -> None:
-        from convmem.transcript import ModelInput, NewMessage, ToolCallPart, ToolResultPart
-
-        tenant, tid = self.tenant, self.thread_id
-        if isinstance(ex.started, Clarification):
-            question, _ = self.store.append(tenant, tid, [
-                NewMessage(role="user", content=ex.question),
-                NewMessage(role="assistant", content=ex.answer, author="convmem",
-                           extra={"convmem": {"clarification": True}}),
-            ])
-            self.last_question_id = question.id
-            return
-        started = ex.started
-        record = self.store.begin_turn_record(
-            tenant, tid,
-            NewMessage(role="user", content=ex.question,
-                       extra={"convmem": {"rewritten": started.rewritten}}),
-            ModelInput(rendered_block=started.block, state_snapshot=state_to_dict(started.state),
-                       system_prompt=ex.system, model="demo (scripted answers)"),
-        )
-        self.last_question_id = record.user_message.id
-        outcome: list[NewMessage] = []
-        for i, call in enumerate(ex.tool_calls, 1):
-            call_id = f"call-{ex.turn}-{i}"
-            outcome.append(NewMessage(role="assistant", content=[
-                ToolCallPart(call_id=call_id, name=call["name"], arguments=dict(call["args"]))]))
-            outcome.append(NewMessage(role="tool", content=[ToolResultPart(
-                call_id=call_id, content=json.dumps(call["result"], sort_keys=True))]))
-        outcome.append(NewMessage(role="assistant", content=ex.answer))
-        self.store.complete_turn(tenant, tid, record.turn_id, outcome)
-
-    def edit_and_regenerate(self) -> None:
-        from convmem.transcript import NewMessage
-
-        if self.last_question_id is None:
-            return
-        tenant, tid = self.tenant, self.thread_id
-        self.store.edit(tenant, tid, self.last_question_id,
-                        "Unrelated: how do I export a report to CSV?")
-        (first,) = self.store.append(tenant, tid, NewMessage(
-            role="assistant", content=_exact("Answer (edited question): [doc-csv] ", ANSWER_TOKENS)))
-        self.store.regenerate(tenant, tid, first.id,
-                              _exact("Answer (regenerated): [doc-csv-2] ", ANSWER_TOKENS))
-
-
 def record_demo(url: str, tenant: str = "demo") -> tuple[str, list[DemoTurn]]:
-    """Play the demo into a transcript at ``url`` (schema migrated); returns (thread id, rows)."""
+    """Play the demo into a transcript at ``url`` (schema migrated); returns (thread id, rows).
+
+    ``SessionMemory`` drives each turn's two commit points (the model input names the
+    system prompt and a scripted model); then the last question is edited
+    (``edit_turn``: a sibling turn with its own model input) and the answer to the
+    edit regenerated (``regenerate``: a sibling answer of the same turn).
+    """
     from convmem.transcript import RetentionPolicy, TranscriptStore
+    from convmem.transcript.ids import new_id
 
     store = TranscriptStore(url, retention=RetentionPolicy(max_age=None, owner="convmem demo"))
     try:
         store.migrate()
-        thread = store.create_thread(tenant, title="convmem demo")
-        recorder = TranscriptRecorder(store, tenant, thread.id)
-        rows = run_demo(thread_id=thread.id, on_turn=recorder.turn)
-        recorder.edit_and_regenerate()
+        thread_id = new_id()  # the application's thread id is the record's key: the same id
+        store.create_thread(tenant, key=thread_id, thread_id=thread_id, title="convmem demo")
+        memory = SessionMemory(demo_domain(), transcript=store, tenant=tenant)
+        call = ModelCall(system_prompt=_exact(SYSTEM_TEXT, SYSTEM_TOKENS),
+                         model="demo (scripted answers)")
+        rows = run_demo(memory, thread_id=thread_id, model_call=call)
+        today = date.fromisoformat(demo_script()["today"])
+        last = [m for m in store.active_path(tenant, thread_id) if m.role == "user"][-1]
+        memory.edit_turn(thread_id, last.id, "Unrelated: how do I export a report to CSV?",
+                         today=today, model_call=call)
+        memory.end_turn(thread_id,
+                        answer=_exact("Answer (edited question): [doc-csv] ", ANSWER_TOKENS))
+        first = store.active_path(tenant, thread_id)[-1]
+        memory.regenerate(thread_id, first.id,
+                          _exact("Answer (regenerated): [doc-csv-2] ", ANSWER_TOKENS))
     finally:
         store.close()
-    return thread.id, rows
+    return thread_id, rows

@@ -29,6 +29,9 @@ the transcript thread's *key* (``get_or_create_thread``), so every ``SessionMemo
 the tenant (two devices, two workers) appends to one thread. The turn in progress is
 remembered in-process between the commit points (recovered from the session state's
 open turn when another process began it; its tool calls are then not recorded).
+``edit_turn`` asks an edited question as a new turn beside the original, from the
+state restored out of the original's model-input record; ``regenerate`` records a new
+answer to a turn.
 """
 
 from __future__ import annotations
@@ -55,7 +58,14 @@ from convmem.policy import (
 )
 from convmem.render import render
 from convmem.resolve import Resolution, Resolver, RuleResolver
-from convmem.state import OpenTurn, Option, PendingClarification, SessionState, state_to_dict
+from convmem.state import (
+    OpenTurn,
+    Option,
+    PendingClarification,
+    SessionState,
+    state_from_dict,
+    state_to_dict,
+)
 from convmem.stores.base import SessionStateStore
 from convmem.stores.memory import InMemorySessionStateStore
 from convmem.text import stopwords
@@ -65,6 +75,7 @@ from convmem.tools import ToolResult
 if TYPE_CHECKING:  # the transcript (SQL) is imported only when one is configured
     from convmem.transcript import (
         DeletionReceipt,
+        Message,
         NewMessage,
         RedactionReceipt,
         TranscriptStore,
@@ -151,6 +162,16 @@ class SessionStats:
     transcript_failures: int = 0  # commit points skipped under on_transcript_error="degrade"
 
 
+@dataclass(frozen=True)
+class _Edit:
+    """A turn asked in place of the recorded user message ``original_id``: its question
+    goes under the same parent, and it starts from the state ``restore`` gives."""
+
+    original_id: str
+    parent_id: str | None
+    restore: Callable[[SessionState], SessionState] = field(compare=False)
+
+
 @dataclass
 class _OpenRecord:
     """The turn between its two commit points, as this process knows it."""
@@ -164,6 +185,7 @@ class _OpenRecord:
     input_skipped: bool = False  # commit point 1 failed and the turn went on (degrade)
     tools: list[NewMessage] = field(default_factory=list)
     done: bool = False  # commit point 2 written
+    edit: _Edit | None = None  # the question is a sibling of an earlier one
 
     def same_turn(self, message_id: str | None, question: str) -> bool:
         if message_id is not None or self.message_id is not None:
@@ -304,6 +326,44 @@ class SessionMemory:
         )
         return self._drive(thread_id, flow)
 
+    def edit_turn(
+        self,
+        thread_id: str,
+        original_id: str,
+        question: str,
+        *,
+        message_id: str | None = None,
+        today: date | None = None,
+        model_call: ModelCall | None = None,
+        full_text: str | None = None,
+    ) -> Clarification | TurnContext:
+        """Ask ``question`` in place of the recorded user message ``original_id``.
+
+        A new turn, like ``begin_turn`` (same arguments; commit point 1 now with
+        ``model_call`` or later through ``record_model_input``), whose user message
+        is a sibling of the original (same parent; the pointer moves to it). It is
+        resolved against the state the original was asked in, restored from the
+        original turn's model-input record, not against the abandoned branch's
+        questions, focus and filters; without such a record (the original was
+        clarified before any model call) the live state minus the original question.
+        Then ``record_tool`` and ``end_turn`` as usual. Needs a transcript.
+        """
+        self._check(thread_id, question)
+        flow = self._edit_flow(
+            thread_id, original_id, question, message_id, self._today(today), model_call,
+            full_text,
+        )
+        return self._drive(thread_id, flow)
+
+    def regenerate(
+        self, thread_id: str, answer_id: str, answer: str | NewMessage
+    ) -> Message:
+        """Record a new answer to the turn that produced ``answer_id`` (a sibling, made
+        active, carrying the same ``turn_id``: one model input, two answers). The
+        session state is not touched: answers are never kept in it."""
+        self._check(thread_id)
+        return self._drive(thread_id, self._regenerate_flow(thread_id, answer_id, answer))
+
     def record_model_input(self, thread_id: str, call: ModelCall) -> TurnRecord | None:
         """Commit point 1 for the open turn, right before the model is called.
 
@@ -406,6 +466,30 @@ class SessionMemory:
             thread_id, question, message_id, self._today(today), model_call, full_text
         )
         return await self._adrive(thread_id, flow)
+
+    async def aedit_turn(
+        self,
+        thread_id: str,
+        original_id: str,
+        question: str,
+        *,
+        message_id: str | None = None,
+        today: date | None = None,
+        model_call: ModelCall | None = None,
+        full_text: str | None = None,
+    ) -> Clarification | TurnContext:
+        self._check(thread_id, question)
+        flow = self._edit_flow(
+            thread_id, original_id, question, message_id, self._today(today), model_call,
+            full_text,
+        )
+        return await self._adrive(thread_id, flow)
+
+    async def aregenerate(
+        self, thread_id: str, answer_id: str, answer: str | NewMessage
+    ) -> Message:
+        self._check(thread_id)
+        return await self._adrive(thread_id, self._regenerate_flow(thread_id, answer_id, answer))
 
     async def arecord_model_input(self, thread_id: str, call: ModelCall) -> TurnRecord | None:
         self._check(thread_id)
@@ -545,19 +629,29 @@ class SessionMemory:
         return result
 
     def _begin_flow(
-        self, thread_id: str, question: str, message_id: str | None, today: date
+        self,
+        thread_id: str,
+        question: str,
+        message_id: str | None,
+        today: date,
+        restore: Callable[[SessionState], SessionState] | None = None,
     ) -> Generator[Any, Any, Clarification | TurnContext]:
+        """``restore`` (an edit) maps the loaded state to the one the turn starts from;
+        the result is saved over the loaded one in the same compare-and-set."""
         resolved: dict[int, tuple[str, Resolution]] = {}
 
         for attempt in range(1, MAX_TRIES + 1):
             loaded = yield _Load()
             current = loaded if loaded is not None else SessionState()
-            same = self._same_turn(thread_id, current, question, message_id)
-            if same is not None:
-                return same
-            base = start_turn(current, self.config).evolve(pending=None)
+            # An edit is the same turn again only by message id (its text may repeat).
+            if restore is None or message_id is not None:
+                same = self._same_turn(thread_id, current, question, message_id)
+                if same is not None:
+                    return same
+            origin = current if restore is None else restore(current)
+            base = start_turn(origin, self.config).evolve(pending=None)
             chosen: Option | None = None
-            pending = current.pending
+            pending = origin.pending
             asked = question
             if pending is not None:
                 chosen = match_option(pending, question)
@@ -667,16 +761,90 @@ class SessionMemory:
         today: date,
         call: ModelCall | None,
         full_text: str | None,
+        edit: _Edit | None = None,
     ) -> _Flow[Clarification | TurnContext]:
         if call is not None and not isinstance(call, ModelCall):
             raise ConfigError(f"model_call must be a convmem.ModelCall, got {type(call).__name__}")
-        started = yield from self._begin_flow(thread_id, question, message_id, today)
+        restore = None if edit is None else edit.restore
+        started = yield from self._begin_flow(thread_id, question, message_id, today, restore)
         if self.transcript is None:
             return started
-        record = self._note_turn(thread_id, started.state, full_text)
+        record = self._note_turn(thread_id, started.state, full_text, edit)
         if call is not None and record is not None and isinstance(started, TurnContext):
             yield from self._commit_input(thread_id, record, call)
         return started
+
+    def _edit_flow(
+        self,
+        thread_id: str,
+        original_id: str,
+        question: str,
+        message_id: str | None,
+        today: date,
+        call: ModelCall | None,
+        full_text: str | None,
+    ) -> _Flow[Clarification | TurnContext]:
+        if self.transcript is None:
+            raise ConfigError(
+                "edit_turn needs the record of the edited message: this SessionMemory has "
+                "no transcript (pass transcript=TranscriptStore(...))"
+            )
+        if not isinstance(original_id, str) or not original_id:
+            raise ConfigError(f"edit_turn: original_id must be a message id, got {original_id!r}")
+        found = yield from self._on_thread(thread_id, "get_messages", [original_id])
+        if not found:
+            raise ConfigError(
+                f"edit_turn: message {original_id!r} is not in the record of thread {thread_id!r}"
+            )
+        original: Message = found[0]
+        if original.role != "user":
+            raise ConfigError(
+                f"edit_turn: message {original_id!r} is a {original.role} message; "
+                "only a user's question can be edited (regenerate replaces an answer)"
+            )
+        restore = yield from self._state_before(thread_id, original)
+        edit = _Edit(original.id, original.parent_id, restore)
+        return (
+            yield from self._turn_flow(
+                thread_id, question, message_id, today, call, full_text, edit
+            )
+        )
+
+    def _state_before(
+        self, thread_id: str, original: Message
+    ) -> _Flow[Callable[[SessionState], SessionState]]:
+        """How to get back the state ``original`` was asked in.
+
+        Its model-input record's snapshot holds the open turn's base: the state before
+        the question with the turn counted (``start_turn``), so one is taken back off
+        and the edit's own ``start_turn`` lands on the same turn and filters. A message
+        with no record (clarified before any model call) gets the live state with its
+        question taken out, as redaction does."""
+        if original.turn_id is not None:
+            recorded = yield from self._on_thread(
+                thread_id, "reconstruct_model_input", original.turn_id
+            )
+            ot = recorded.state_snapshot.get("open_turn")
+            if isinstance(ot, Mapping) and isinstance(ot.get("base"), Mapping):
+                base = state_from_dict(ot["base"])
+                before = base.evolve(turn=max(base.turn - 1, 0), open_turn=None, pending=None)
+                return lambda current: before.evolve(version=current.version)
+        gone = {original.text}
+        ours = original.extra.get("convmem")
+        if isinstance(ours, Mapping):
+            gone.update(v for k in ("rewritten", "sent_as") if isinstance(v := ours.get(k), str))
+        gone.discard("")
+        return lambda current: without_questions(current, gone).evolve(open_turn=None)
+
+    def _regenerate_flow(
+        self, thread_id: str, answer_id: str, answer: str | NewMessage
+    ) -> _Flow[Message]:
+        if self.transcript is None:
+            raise ConfigError(
+                "regenerate records a new answer: this SessionMemory has no transcript "
+                "(pass transcript=TranscriptStore(...))"
+            )
+        return (yield from self._on_thread(thread_id, "regenerate", answer_id, answer))  # type: ignore[no-any-return]
 
     def _model_input_flow(self, thread_id: str, call: ModelCall) -> _Flow[TurnRecord | None]:
         if not isinstance(call, ModelCall):
@@ -706,7 +874,11 @@ class SessionMemory:
         return state
 
     def _note_turn(
-        self, thread_id: str, state: SessionState, full_text: str | None
+        self,
+        thread_id: str,
+        state: SessionState,
+        full_text: str | None,
+        edit: _Edit | None = None,
     ) -> _OpenRecord | None:
         """The in-process record of the state's open turn (a new one for a new message)."""
         ot = state.open_turn
@@ -714,14 +886,15 @@ class SessionMemory:
             return None
         key = (self.tenant, thread_id)
         found = self._open.get(key)
-        if found is not None and found.same_turn(ot.message_id, ot.question):
+        same_edit = edit is None or found is None or found.edit == edit
+        if found is not None and same_edit and found.same_turn(ot.message_id, ot.question):
             if found.record is None:  # not sent yet: keep the latest view of the turn
                 found.state, found.block = state, block_for(state)
                 if full_text is not None:
                     found.text = full_text
             return found
         text = full_text if full_text is not None else ot.question
-        record = _OpenRecord(ot.message_id, ot.question, text, state, block_for(state))
+        record = _OpenRecord(ot.message_id, ot.question, text, state, block_for(state), edit=edit)
         self._open[key] = record
         return record
 
@@ -753,7 +926,7 @@ class SessionMemory:
         user = self._user_message(record, call.sent_question)
         try:
             record.record = yield from self._on_thread(
-                thread_id, "begin_turn_record", user, model_input
+                thread_id, "begin_turn_record", user, model_input, **_placement(record)
             )
         except TranscriptUnavailable as exc:
             self._unrecorded(thread_id, "commit point 1 (user message and model input)", exc)
@@ -782,7 +955,9 @@ class SessionMemory:
                 )
             else:
                 user = self._user_message(record, None)
-                yield from self._on_thread(thread_id, "append", [user, *messages])
+                yield from self._on_thread(
+                    thread_id, "append", [user, *messages], **_placement(record)
+                )
         except TranscriptUnavailable as exc:
             self._unrecorded(thread_id, "commit point 2 (tool calls, results, answer)", exc)
         except ThreadNotFound:
@@ -934,6 +1109,11 @@ def _with_version(result: T, version: int) -> T:
     if isinstance(result, Clarification):
         return replace(result, state=result.state.evolve(version=version))  # type: ignore[return-value]
     return result
+
+
+def _placement(record: _OpenRecord) -> dict[str, Any]:
+    """Where the turn's question goes: after the active leaf, or beside the edited one."""
+    return {} if record.edit is None else {"parent_id": record.edit.parent_id}
 
 
 #: Transcript calls that may go to a fresh thread when the cached one was deleted.

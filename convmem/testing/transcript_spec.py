@@ -266,6 +266,26 @@ class TranscriptStoreSpec:
         with pytest.raises(ConfigError):
             api.regenerate(tenant, th.id, q.id, "a question is not an answer")
 
+    def test_a_regenerated_answer_keeps_its_turn(self, api: Api, tenant: str) -> None:
+        th = api.create_thread(tenant)
+        tr = api.begin_turn_record(tenant, th.id, user("revenue in May?"), ModelInput())
+        (a,) = api.complete_turn(tenant, th.id, tr.turn_id, [bot("12 M")])
+        a2 = api.regenerate(tenant, th.id, a.id, "12.0 M")
+        assert a.turn_id == a2.turn_id == tr.turn_id and a2.parent_id == a.parent_id
+        # an edited question is not the turn's input: it carries none; a question recorded
+        # with its own model input under the same parent is a sibling with its own turn
+        q2 = api.edit(tenant, th.id, tr.user_message.id, "revenue in June?")
+        assert q2.turn_id is None
+        tr3 = api.begin_turn_record(
+            tenant, th.id, user("revenue in July?"), ModelInput(), parent_id=None
+        )
+        assert tr3.user_message.parent_id is None and tr3.turn_id != tr.turn_id
+        assert [m.id for m in api.branches(tenant, th.id, q2.id)] == [
+            tr.user_message.id, q2.id, tr3.user_message.id]
+        assert api.active_path(tenant, th.id) == [tr3.user_message]
+        with pytest.raises(ThreadNotFound):
+            api.begin_turn_record(tenant, th.id, user("x"), ModelInput(), parent_id="nope")
+
     def test_explicit_parent_makes_a_branch(self, api: Api, tenant: str) -> None:
         th = api.create_thread(tenant)
         a, b = api.append(tenant, th.id, [user("a"), bot("b")])

@@ -753,11 +753,19 @@ def begin_turn_record(
     thread_id: str,
     user_message: NewMessage,
     model_input: ModelInput,
+    parent_id: str | _Active | None = ACTIVE,
 ) -> Op[TurnRecord]:
-    """Commit point 1: the user message and what the model is about to receive."""
+    """Commit point 1: the user message and what the model is about to receive.
+
+    The message follows the active leaf, or goes under ``parent_id`` (an edit: a
+    sibling of the edited question); either way it becomes the active leaf."""
+    if not isinstance(parent_id, _Active):
+        yield from lock_thread(tenant, thread_id)
+        if parent_id is not None:
+            yield from get_message(tenant, thread_id, parent_id)
     turn_id = new_id()
     (msg,) = yield from insert_chain(
-        ctx, tenant, thread_id, ACTIVE, [user_message], move_leaf=True, turn_id=turn_id
+        ctx, tenant, thread_id, parent_id, [user_message], move_leaf=True, turn_id=turn_id
     )
     sha: str | None = None
     if model_input.system_prompt is not None:
@@ -826,14 +834,17 @@ def sibling(
     message_id: str,
     make: Callable[[Message], NewMessage],
     require_role: str | None,
+    keep_turn: bool = False,
 ) -> Op[Message]:
-    """A new sibling of ``message_id`` made active (edit, regenerate)."""
+    """A new sibling of ``message_id`` made active (edit, regenerate). ``keep_turn``: it
+    answers the same model input (a regeneration), so it carries the old ``turn_id``."""
     yield from lock_thread(tenant, thread_id)
     old = yield from get_message(tenant, thread_id, message_id)
     if require_role is not None and old.role != require_role:
         raise ConfigError(f"message {message_id!r} is a {old.role} message, not {require_role}")
     (new,) = yield from insert_chain(
-        ctx, tenant, thread_id, old.parent_id, [make(old)], move_leaf=True
+        ctx, tenant, thread_id, old.parent_id, [make(old)], move_leaf=True,
+        turn_id=old.turn_id if keep_turn else None,
     )
     return new
 

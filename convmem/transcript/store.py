@@ -479,20 +479,36 @@ class TranscriptStore:
         )
 
     def begin_turn_record(
-        self, tenant: str, thread_id: str, user_message: NewMessage, model_input: ModelInput
+        self,
+        tenant: str,
+        thread_id: str,
+        user_message: NewMessage,
+        model_input: ModelInput,
+        *,
+        parent_id: str | ops._Active | None = ops.ACTIVE,
     ) -> TurnRecord:
         """Commit point 1, before the model call (``TranscriptUnavailable`` if it fails)."""
         return self._run(
-            ops.begin_turn_record(self._ctx, tenant, thread_id, user_message, model_input),
+            ops.begin_turn_record(
+                self._ctx, tenant, thread_id, user_message, model_input, parent_id
+            ),
             write=True,
         )
 
     async def abegin_turn_record(
-        self, tenant: str, thread_id: str, user_message: NewMessage, model_input: ModelInput
+        self,
+        tenant: str,
+        thread_id: str,
+        user_message: NewMessage,
+        model_input: ModelInput,
+        *,
+        parent_id: str | ops._Active | None = ops.ACTIVE,
     ) -> TurnRecord:
         """Async ``begin_turn_record``."""
         return await self._arun(
-            ops.begin_turn_record(self._ctx, tenant, thread_id, user_message, model_input),
+            ops.begin_turn_record(
+                self._ctx, tenant, thread_id, user_message, model_input, parent_id
+            ),
             write=True,
         )
 
@@ -570,10 +586,12 @@ class TranscriptStore:
     def regenerate(
         self, tenant: str, thread_id: str, message_id: str, answer: NewMessage | _Content
     ) -> Message:
-        """A new sibling answer to the same question, made active; the old answer stays."""
+        """A new sibling answer to the same question, made active; the old answer stays.
+        It keeps the old answer's ``turn_id``: the turn's model input produced both."""
         return self._run(
             ops.sibling(
-                self._ctx, tenant, thread_id, message_id, self._regenerator(answer), "assistant"
+                self._ctx, tenant, thread_id, message_id, self._regenerator(answer), "assistant",
+                keep_turn=True,
             ),
             write=True,
         )
@@ -584,7 +602,8 @@ class TranscriptStore:
         """Async ``regenerate``."""
         return await self._arun(
             ops.sibling(
-                self._ctx, tenant, thread_id, message_id, self._regenerator(answer), "assistant"
+                self._ctx, tenant, thread_id, message_id, self._regenerator(answer), "assistant",
+                keep_turn=True,
             ),
             write=True,
         )

@@ -455,3 +455,167 @@ def test_two_devices_append_to_one_ordered_thread(
         path = device.store("active_path", tenant, tid)
         assert [m.text for m in path] == expected
         assert [m.seq for m in path] == sorted(m.seq for m in path)
+
+
+# --------------------------------------------------------------------------- edit, regenerate
+
+
+def _comparable(state: Any) -> dict[str, Any]:
+    """A state as JSON without its store version (two stores count saves differently)."""
+    from convmem.state import state_to_dict
+
+    data = state_to_dict(state)
+    data.pop("version")
+    return data
+
+
+def _asked_after_first_turn(make: Any, question: str) -> Any:
+    """The state of a fresh session: the first turn, then ``question`` (no transcript)."""
+    fresh = make(None)
+    fresh.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY)
+    fresh.record_tool("th", "lookup_customer", {"name": "Brightwater Farms"}, LOOKUP)
+    fresh.end_turn("th", answer="Found it.")
+    started = fresh.begin_turn("th", question, today=TODAY)
+    assert isinstance(started, TurnContext)
+    return started, fresh.end_turn("th", answer="Dana Whitfield.")
+
+
+def test_edit_turn_is_a_sibling_turn_with_its_own_model_input(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    t = make(transcript)
+    t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
+    t.record_tool("th", "lookup_customer", {"name": "Brightwater Farms"}, LOOKUP, call_id="c1")
+    t.end_turn("th", answer="Found it.")
+    t.begin_turn("th", "How is Harbor Logistics doing as a table?", today=TODAY, model_call=CALL)
+    t.end_turn("th", answer="| Harbor Logistics | ... |")
+    tid = t.transcript_thread_id("th")
+    original = t.store("active_path", tenant, tid)[-2]
+    assert original.text == "How is Harbor Logistics doing as a table?"
+    left = t.get_state("th")
+    assert left is not None and left.focus is not None and left.focus.label == "Harbor Logistics"
+
+    edited_call = ModelCall(system_prompt=CALL.system_prompt, model="fake-model-2")
+    started = t.edit_turn("th", original.id, "Who's their rep?", message_id="m9", today=TODAY,
+                          model_call=edited_call)
+    assert isinstance(started, TurnContext)
+    # Resolved against the state the original was asked in: "their" is Brightwater Farms,
+    # and the abandoned branch's question, focus and format are gone.
+    assert started.rewritten == "Who's Brightwater Farms's rep?"
+    assert "Harbor" not in started.block
+    path = t.store("active_path", tenant, tid)
+    edited = path[-1]  # commit point 1 written at once, the pointer on the new branch
+    assert edited.text == "Who's their rep?" and edited.parent_id == original.parent_id
+    assert [m.id for m in t.store("branches", tenant, tid, original.id)] == [original.id, edited.id]
+    assert edited.turn_id is not None and edited.turn_id != original.turn_id
+    seen = t.store("reconstruct_model_input", tenant, tid, edited.turn_id)
+    assert seen.user_message.id == edited.id and seen.model == "fake-model-2"
+    assert seen.rendered_block == started.block
+    assert t.store("reconstruct_model_input", tenant, tid, original.turn_id).model == "fake-model-1"
+
+    # The same message id again while the turn is open: the same turn, written once.
+    again = t.edit_turn("th", original.id, "Who's their rep?", message_id="m9", today=TODAY,
+                        model_call=edited_call)
+    assert isinstance(again, TurnContext) and again.turn == started.turn
+    assert _rows(transcript, tenant)["convmem_turns"] == 3
+
+    state = t.end_turn("th", answer="Dana Whitfield.")
+    path = t.store("active_path", tenant, tid)
+    assert [m.text for m in path][-2:] == ["Who's their rep?", "Dana Whitfield."]
+    assert path[-1].turn_id == edited.turn_id
+    assert "How is Harbor Logistics doing as a table?" not in [m.text for m in path]
+    # The same state as asking the edited question right after the first turn.
+    fresh_started, fresh_state = _asked_after_first_turn(make, "Who's their rep?")
+    assert _comparable(state) == _comparable(fresh_state)
+    assert started.block == fresh_started.block
+
+
+def test_edit_turn_model_input_later_and_clarified_original(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    t = make(transcript)
+    clar = t.begin_turn("th", "Briefly, how is Harbor doing?", today=TODAY, model_call=CALL)
+    assert isinstance(clar, Clarification)
+    t.end_turn("th", answer=clar.text)
+    tid = t.transcript_thread_id("th")
+    original, asked = t.store("active_path", tenant, tid)
+    assert original.turn_id is None  # clarified before any model call: no model input
+
+    # No record to restore from: the live state without the original question (and the
+    # clarification it caused), so the edit is a new question, not an answer to it.
+    started = t.edit_turn("th", original.id, "Pull up Brightwater Farms.", today=TODAY)
+    assert isinstance(started, TurnContext)
+    assert t.store("active_path", tenant, tid) == [original, asked]  # nothing sent yet
+    record = t.record_model_input("th", CALL)
+    assert record is not None
+    assert record.user_message.parent_id is None  # a second root, beside the original
+    assert t.store("active_path", tenant, tid) == [record.user_message]
+    t.record_tool("th", "lookup_customer", {"name": "Brightwater Farms"}, LOOKUP, call_id="c1")
+    state = t.end_turn("th", answer="Found it.")
+    tree = t.store("tree", tenant, tid)
+    assert [m.id for m in tree.children(None)] == [original.id, record.user_message.id]
+    assert [m.role for m in t.store("active_path", tenant, tid)] == [
+        "user", "assistant", "tool", "assistant"]
+    assert state.pending is None and "Briefly, how is Harbor doing?" not in state.recent_questions
+    assert state.focus is not None and state.focus.label == "Brightwater Farms"
+
+
+def test_edit_turn_clarified_edit_goes_beside_the_original(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    t = make(transcript)
+    _two_turns(t)
+    tid = t.transcript_thread_id("th")
+    original = t.store("active_path", tenant, tid)[-2]
+    clar = t.edit_turn("th", original.id, "Briefly, how is Harbor doing?", today=TODAY,
+                       model_call=CALL)
+    assert isinstance(clar, Clarification)
+    t.end_turn("th", answer=clar.text)
+    path = t.store("active_path", tenant, tid)
+    assert [m.text for m in path][-2:] == ["Briefly, how is Harbor doing?", clar.text]
+    assert path[-2].parent_id == original.parent_id and path[-2].turn_id is None
+
+
+def test_edit_turn_needs_a_transcript_and_a_recorded_question(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    with pytest.raises(ValueError, match="edit_turn needs the record"):
+        make(None).edit_turn("th", "some-id", "Who's their rep?", today=TODAY)
+    with pytest.raises(ValueError, match="regenerate records a new answer"):
+        make(None).regenerate("th", "some-id", "Another answer.")
+    t = make(transcript)
+    _two_turns(t)
+    answer = t.store("active_path", tenant, t.transcript_thread_id("th"))[-1]
+    with pytest.raises(ValueError, match="is a assistant message; only a user's question"):
+        t.edit_turn("th", answer.id, "Who's their rep?", today=TODAY)
+    with pytest.raises(ValueError, match="not in the record of thread 'th'"):
+        t.edit_turn("th", "no-such-message", "Who's their rep?", today=TODAY)
+    other = make(transcript)  # same tenant, another thread: its ids are not this thread's
+    with pytest.raises(ValueError, match="not in the record of thread 'other'"):
+        other.edit_turn("other", answer.id, "Who's their rep?", today=TODAY)
+
+
+def test_regenerated_answer_carries_the_turn(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    t = make(transcript)
+    _two_turns(t)
+    tid = t.transcript_thread_id("th")
+    before = t.get_state("th")
+    first = t.store("active_path", tenant, tid)[-1]
+    again = t.regenerate("th", first.id, "Three orders, all delivered.")
+    assert again.turn_id == first.turn_id is not None and again.parent_id == first.parent_id
+    assert [m.id for m in t.store("branches", tenant, tid, first.id)] == [first.id, again.id]
+    assert t.store("active_path", tenant, tid)[-1].id == again.id
+    tree = t.store("tree", tenant, tid)
+    assert [m.id for m in tree.children(first.parent_id)] == [first.id, again.id]
+    seen = t.store("reconstruct_model_input", tenant, tid, first.turn_id)
+    assert seen.user_message.text == "What did they order last quarter?"
+    assert seen.answer_message_id == first.id  # the turn's first answer; both carry it
+    assert t.get_state("th") == before  # answers never enter the state
+    # A store-level edit of a question is not the old turn's input: it carries no turn.
+    question = t.store("active_path", tenant, tid)[-2]
+    edited = t.store("edit", tenant, tid, question.id, "What did they order this year?")
+    assert edited.turn_id is None
+    with pytest.raises(ValueError, match="not assistant"):
+        t.regenerate("th", question.id, "An answer.")

@@ -103,10 +103,16 @@ def test_demo_thread_holds_the_session_with_one_edit_and_one_regeneration(
         siblings.setdefault(m["parent_id"], []).append(m["role"])
     branch_points = {p: roles for p, roles in siblings.items() if len(roles) > 1}
     assert sorted(branch_points.values()) == [["assistant", "assistant"], ["user", "user"]]
-    # five turns reached the model (one clarification came before any call): five model inputs
-    assert len(doc["model_inputs"]) == 5
+    # five scripted turns reached the model (one clarification came before any call), and
+    # so did the edited question: six model inputs
+    assert len(doc["model_inputs"]) == 6
     assert all(mi["rendered_block"] and mi["state_snapshot"] for mi in doc["model_inputs"])
     assert all(by_id[mi["user_message_id"]]["role"] == "user" for mi in doc["model_inputs"])
+    # the edit is its own turn; both answers to it (first and regenerated) carry that turn
+    edited = next(m for m in questions if "export a report to CSV" in m["parts"][0]["text"])
+    answers = [m for m in messages if m["parent_id"] == edited["id"]]
+    assert len(answers) == 2 and {a["turn_id"] for a in answers} == {edited["turn_id"]}
+    assert edited["turn_id"] in {mi["id"] for mi in doc["model_inputs"]}
     assert sum(m["visibility"] == "execution" for m in messages) == 6  # 3 tool calls + results
 
 
