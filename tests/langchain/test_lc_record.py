@@ -4,7 +4,6 @@ commit point 1 only)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,34 +17,18 @@ from test_lc_middleware import SUMMIT_OPTIONS, SYSTEM, lookup_customer, search_c
 
 from convmem.domain import Domain
 from convmem.session import SessionMemory
-from convmem.testing.transcript_spec import FOREVER
 from convmem.transcript import (
-    Message,
     ReconstructedInput,
     ToolCallPart,
     ToolResultPart,
     TranscriptStore,
 )
 from langchain_convmem import RunnableWithSessionMemory, SessionMemoryMiddleware
+from tests.recorded_inputs import Record, arecord, record
 
 _ROLE = {"user": "human", "assistant": "ai", "system": "system", "tool": "tool"}
-_MIGRATED: set[str] = set()
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", marks=pytest.mark.sqlite),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-def transcript(request: pytest.FixtureRequest) -> Iterator[TranscriptStore]:
-    url = str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url"))
-    store = TranscriptStore(url, retention=FOREVER)
-    if url not in _MIGRATED:
-        store.migrate()
-        _MIGRATED.add(url)
-    yield store
-    store.close()
 
 
 @pytest.fixture
@@ -70,27 +53,6 @@ def sent(r: ReconstructedInput, *, block_apart: bool = False) -> list[tuple[str,
     return out
 
 
-Record = tuple[list[ReconstructedInput], list[Message]]
-
-
-def record(memory: SessionMemory, thread: str) -> Record:
-    """Every recorded model input of the thread, in order, and its active path."""
-    store = memory.transcript
-    assert store is not None
-    tid = memory.transcript_thread_id(thread)
-    path = store.active_path(memory.tenant, tid)
-    ids = [m.turn_id for m in path if m.role == "user" and m.turn_id is not None]
-    return [store.reconstruct_model_input(memory.tenant, tid, t) for t in ids], path
-
-
-async def arecord(memory: SessionMemory, thread: str) -> Record:
-    """``record`` through the async twins."""
-    store = memory.transcript
-    assert store is not None
-    tid = await memory.atranscript_thread_id(thread)
-    path = await store.aactive_path(memory.tenant, tid)
-    ids = [m.turn_id for m in path if m.role == "user" and m.turn_id is not None]
-    return [await store.areconstruct_model_input(memory.tenant, tid, t) for t in ids], path
 
 
 def _agent(model: ScriptedChatModel, memory: SessionMemory) -> Any:

@@ -7,7 +7,6 @@ LlamaIndex itself (see below), so our own code is still checked on every path.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import uuid
 from collections.abc import Iterator
@@ -21,7 +20,6 @@ from llama_index.core.utils import get_tokenizer
 from convmem.domain import Domain, load_domain
 from convmem.session import SessionMemory
 from convmem.tokens import encoding
-from convmem.transcript import RetentionPolicy, TranscriptStore
 
 # One-off loads done before any coroutine test runs: they read files once per process,
 # which is not per-turn blocking (LlamaIndex engines load their tokenizer on construction).
@@ -63,24 +61,8 @@ def session(crm: Domain) -> SessionMemory:
 
 # --------------------------------------------------------------------------- transcript
 
-_MIGRATED: set[str] = set()
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", marks=pytest.mark.sqlite),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-def transcript(request: pytest.FixtureRequest) -> Iterator[TranscriptStore]:
-    """A migrated ``TranscriptStore`` on SQLite (a fresh file) or on the run's PostgreSQL."""
-    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
-    store = TranscriptStore(url, retention=RetentionPolicy(max_age=None, owner="convmem-tests"))
-    if url not in _MIGRATED:
-        store.migrate()
-        _MIGRATED.add(url)
-    yield store
-    asyncio.run(store.aclose())
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ commit point 1 only."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -17,33 +17,18 @@ from llama_index.core.tools import FunctionTool
 
 from convmem.domain import Domain
 from convmem.session import SessionMemory
-from convmem.testing.transcript_spec import FOREVER
-from convmem.transcript import Message, ReconstructedInput, TranscriptStore
+from convmem.transcript import ReconstructedInput, TranscriptStore
 from llamaindex_convmem import ConvMemChatEngine, ConvMemMemory, wrap_tools
 from tests.llamaindex.conftest import TODAY
 from tests.llamaindex.li_helpers import CountingLLM, roles_and_text
 from tests.llamaindex.test_agent import SYSTEM as AGENT_SYSTEM
 from tests.llamaindex.test_agent import Script, lookup_customer, lookup_rep, search_customers
+from tests.recorded_inputs import Record, arecord, record
 
 SYSTEM = "You are a CRM assistant."
 QUESTIONS = ["Pull up Brightwater Farms.", "Who's their rep?", "How is Summit doing?", "Munich."]
-_MIGRATED: set[str] = set()
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", marks=pytest.mark.sqlite),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-def transcript(request: pytest.FixtureRequest) -> Iterator[TranscriptStore]:
-    url = str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url"))
-    store = TranscriptStore(url, retention=FOREVER)
-    if url not in _MIGRATED:
-        store.migrate()
-        _MIGRATED.add(url)
-    yield store
-    store.close()
 
 
 @pytest.fixture
@@ -80,25 +65,6 @@ def sent(r: ReconstructedInput) -> list[tuple[str, str]]:
     return out
 
 
-Record = tuple[list[ReconstructedInput], list[Message]]
-
-
-def record(memory: SessionMemory, thread: str) -> Record:
-    store = memory.transcript
-    assert store is not None
-    tid = memory.transcript_thread_id(thread)
-    path = store.active_path(memory.tenant, tid)
-    ids = [m.turn_id for m in path if m.role == "user" and m.turn_id is not None]
-    return [store.reconstruct_model_input(memory.tenant, tid, t) for t in ids], path
-
-
-async def arecord(memory: SessionMemory, thread: str) -> Record:
-    store = memory.transcript
-    assert store is not None
-    tid = await memory.atranscript_thread_id(thread)
-    path = await store.aactive_path(memory.tenant, tid)
-    ids = [m.turn_id for m in path if m.role == "user" and m.turn_id is not None]
-    return [await store.areconstruct_model_input(memory.tenant, tid, t) for t in ids], path
 
 
 def _engine(session: SessionMemory, llm: CountingLLM) -> ConvMemChatEngine:
