@@ -145,6 +145,29 @@ def _eval_fallback(command: Command) -> Command:
     return ("EVAL", _SCRIPTS[command[1]], *command[2:])
 
 
+def _dropped(exc: AttributeError) -> redis.exceptions.ConnectionError:
+    """redis-py's cluster clients close every node connection after a timeout, including
+    ones other callers are using mid-command; those then fail inside redis-py with an
+    AttributeError on the reset reader or writer. It is the same outage: report it as one."""
+    return redis.exceptions.ConnectionError(f"connection reset under a concurrent command ({exc})")
+
+
+def _call(client: Any, command: Command) -> Any:
+    """One command; only what redis-py itself raises can come out of here."""
+    try:
+        return client.execute_command(*command)
+    except AttributeError as exc:
+        raise _dropped(exc) from exc
+
+
+async def _acall(client: Any, command: Command) -> Any:
+    """Async ``_call``."""
+    try:
+        return await client.execute_command(*command)
+    except AttributeError as exc:
+        raise _dropped(exc) from exc
+
+
 class _RedisStoreBase:
     """Shared behaviour; subclasses say how to build their sync and async clients."""
 
@@ -257,9 +280,9 @@ class _RedisStoreBase:
             command = next(steps)
             while True:
                 try:
-                    reply = client.execute_command(*command)
+                    reply = _call(client, command)
                 except redis.exceptions.NoScriptError:
-                    reply = client.execute_command(*_eval_fallback(command))
+                    reply = _call(client, _eval_fallback(command))
                 command = steps.send(reply)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
@@ -279,9 +302,9 @@ class _RedisStoreBase:
             command = next(steps)
             while True:
                 try:
-                    reply = await client.execute_command(*command)
+                    reply = await _acall(client, command)
                 except redis.exceptions.NoScriptError:
-                    reply = await client.execute_command(*_eval_fallback(command))
+                    reply = await _acall(client, _eval_fallback(command))
                 command = steps.send(reply)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
