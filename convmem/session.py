@@ -188,9 +188,16 @@ class _OpenRecord:
     edit: _Edit | None = None  # the question is a sibling of an earlier one
 
     def same_turn(self, message_id: str | None, question: str) -> bool:
-        if message_id is not None or self.message_id is not None:
-            return message_id == self.message_id
-        return question == self.question
+        return _same_message(message_id, question, self.message_id, self.question)
+
+
+def _same_message(
+    message_id: str | None, question: str, known_id: str | None, known_question: str
+) -> bool:
+    """The same user message again: by id when either side has one, else by text."""
+    if message_id is not None or known_id is not None:
+        return message_id == known_id
+    return question == known_question
 
 
 # I/O requests the turn generators yield.
@@ -692,13 +699,9 @@ class SessionMemory:
         self, thread_id: str, state: SessionState, question: str, message_id: str | None
     ) -> Clarification | TurnContext | None:
         ot = state.open_turn
-        if ot is None:
+        if ot is None or not _same_message(message_id, question, ot.message_id, ot.question):
             return None
-        if message_id is not None and ot.message_id == message_id:
-            return self._result(thread_id, state)
-        if message_id is None and ot.message_id is None and ot.question == question:
-            return self._result(thread_id, state)
-        return None
+        return self._result(thread_id, state)
 
     def _result(self, thread_id: str, state: SessionState) -> Clarification | TurnContext:
         ot = state.open_turn
@@ -829,11 +832,7 @@ class SessionMemory:
                 base = state_from_dict(ot["base"])
                 before = base.evolve(turn=max(base.turn - 1, 0), open_turn=None, pending=None)
                 return lambda current: before.evolve(version=current.version)
-        gone = {original.text}
-        ours = original.extra.get("convmem")
-        if isinstance(ours, Mapping):
-            gone.update(v for k in ("rewritten", "sent_as") if isinstance(v := ours.get(k), str))
-        gone.discard("")
+        gone = _question_texts([original])
         return lambda current: without_questions(current, gone).evolve(open_turn=None)
 
     def _regenerate_flow(
@@ -1061,13 +1060,7 @@ class SessionMemory:
         receipt = yield from self._on_thread(
             thread_id, "redact", message_id, actor=actor, reason=reason, replacement=replacement
         )
-        gone: set[str] = set()
-        for message in found:
-            gone.add(message.text)
-            ours = message.extra.get("convmem")
-            if isinstance(ours, Mapping) and isinstance(ours.get("sent_as"), str):
-                gone.add(ours["sent_as"])
-        gone.discard("")
+        gone = _question_texts(found)
         if not gone:
             return receipt  # type: ignore[no-any-return]
         record = self._open.get((self.tenant, thread_id))
@@ -1134,6 +1127,19 @@ def _tool_text(result: Any, outcome: ToolResult) -> str:
     if isinstance(result, (Mapping, list)):
         return json.dumps(result, default=str)
     return json.dumps({"ok": outcome.ok, "data": outcome.data}, default=str)
+
+
+def _question_texts(messages: list[Message]) -> set[str]:
+    """A recorded question as the state may hold it: as typed, as the resolver rewrote it
+    and as it was sent (``extra["convmem"]``, written by ``_user_message``)."""
+    gone: set[str] = set()
+    for message in messages:
+        gone.add(message.text)
+        ours = message.extra.get("convmem")
+        if isinstance(ours, Mapping):
+            gone.update(v for k in ("rewritten", "sent_as") if isinstance(v := ours.get(k), str))
+    gone.discard("")
+    return gone
 
 
 def without_questions(state: SessionState, gone: set[str]) -> SessionState:
