@@ -52,9 +52,10 @@ class _RawRedisHooks(SessionStateStoreSpec):
         self.raw.pexpire(state_key(tenant, thread_id, store.prefix), round(seconds * 1000))
 
 
-# The conformance suite checks semantics (compare-and-set, TTL, corrupt values) with up to
-# 50 concurrent writers on a loaded CI machine: its stores wait longer than the 0.25 s
-# production default, whose behaviour the fault tests below check on their own stores.
+# The conformance suite and the 50-writer façade test check semantics (compare-and-set,
+# TTL, corrupt values) with up to 50 concurrent writers on a loaded CI machine: their
+# stores wait longer than the 0.25 s production default, whose behaviour the fault tests
+# below check on their own stores.
 SPEC_SOCKET_TIMEOUT = 5.0
 
 
@@ -505,7 +506,8 @@ async def test_fifty_concurrent_facade_turns_lose_no_saved_update(
     """
     from convmem import SessionMemory
 
-    store = STORE_CLASSES[backend](urls[backend], prefix=key_prefix)
+    store = STORE_CLASSES[backend](urls[backend], prefix=key_prefix,
+                                   socket_timeout=SPEC_SOCKET_TIMEOUT)
     mems = [SessionMemory(crm, store=store, tenant="acme") for _ in range(50)]
     try:
         with caplog.at_level(logging.WARNING, logger="convmem.session"):
