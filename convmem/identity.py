@@ -1,0 +1,73 @@
+"""The one rule for identifiers and text that cross convmem's edge.
+
+Tenants and thread ids are the application's strings: separators (``:``, ``{``,
+``}``, ``*``, ``/``), spaces and non-ASCII letters are legal in both (real tenants
+are ``acme:eu``, real thread ids are URLs or e-mail addresses). Stores make them
+unambiguous by *encoding* them, never by refusing them. What is refused, with a
+``ConfigError`` naming the field, is what no store can keep faithfully: a non-string,
+an empty or blank value, a value over the length limit, control characters
+(NUL, newlines, ...) and lone surrogates. Both session-state stores and the
+transcript apply this rule at their edge, so a value accepted by one is accepted by
+all.
+
+Free text (questions, answers, tool output) is *normalised*, not refused: a NUL or a
+lone surrogate is replaced by U+FFFD (the Unicode replacement character), the one
+documented way, on every path and backend, so neither the JSON codec, SQLite nor
+PostgreSQL ever sees them and no turn fails on them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from convmem.errors import ConfigError
+
+#: Longest tenant, in characters (the transcript's column width).
+MAX_TENANT_CHARS = 200
+#: Longest thread id (the application's key for a thread), in characters.
+MAX_THREAD_ID_CHARS = 500
+
+REPLACEMENT = "\ufffd"
+_UNSAFE_TEXT = re.compile("[\x00\ud800-\udfff]")
+_FORBIDDEN_IN_ID = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def check_id(value: object, field: str, max_chars: int) -> str:
+    """``value`` when it is a usable identifier, else ``ConfigError`` naming ``field``."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{field} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise ConfigError(f"{field} must be a non-empty string, got {value!r}")
+    if len(value) > max_chars:
+        raise ConfigError(f"{field} is {len(value)} characters; the limit is {max_chars}")
+    bad = _FORBIDDEN_IN_ID.search(value)
+    if bad is not None:
+        raise ConfigError(
+            f"{field} contains {_describe(bad.group())} at position {bad.start()}; "
+            "control characters and lone surrogates are not allowed in identifiers"
+        )
+    return value
+
+
+def check_tenant(value: object, field: str = "tenant") -> str:
+    """The tenant rule: see the module docstring."""
+    return check_id(value, field, MAX_TENANT_CHARS)
+
+
+def check_thread_id(value: object, field: str = "thread_id") -> str:
+    """The thread-id rule: see the module docstring."""
+    return check_id(value, field, MAX_THREAD_ID_CHARS)
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every NUL and lone surrogate replaced by U+FFFD (a no-op, and no
+    copy, for ordinary text)."""
+    if _UNSAFE_TEXT.search(text) is None:
+        return text
+    return _UNSAFE_TEXT.sub(REPLACEMENT, text)
+
+
+def _describe(ch: str) -> str:
+    if "\ud800" <= ch <= "\udfff":
+        return f"a lone surrogate (U+{ord(ch):04X})"
+    return f"a control character (U+{ord(ch):04X})"
