@@ -79,6 +79,7 @@ if TYPE_CHECKING:  # the transcript (SQL) is imported only when one is configure
         NewMessage,
         RedactionReceipt,
         TranscriptStore,
+        TurnBinding,
         TurnRecord,
     )
 
@@ -186,6 +187,7 @@ class _OpenRecord:
     tools: list[NewMessage] = field(default_factory=list)
     done: bool = False  # commit point 2 written
     edit: _Edit | None = None  # the question is a sibling of an earlier one
+    binding: TurnBinding | None = None  # the thread (incarnation) the turn began on
 
     def same_turn(self, message_id: str | None, question: str) -> bool:
         return _same_message(message_id, question, self.message_id, self.question)
@@ -769,10 +771,11 @@ class SessionMemory:
         if call is not None and not isinstance(call, ModelCall):
             raise ConfigError(f"model_call must be a convmem.ModelCall, got {type(call).__name__}")
         restore = None if edit is None else edit.restore
+        binding = None if self.transcript is None else (yield from self._bind_flow(thread_id))
         started = yield from self._begin_flow(thread_id, question, message_id, today, restore)
         if self.transcript is None:
             return started
-        record = self._note_turn(thread_id, started.state, full_text, edit)
+        record = self._note_turn(thread_id, started.state, full_text, edit, binding)
         if call is not None and record is not None and isinstance(started, TurnContext):
             yield from self._commit_input(thread_id, record, call)
         return started
@@ -878,6 +881,7 @@ class SessionMemory:
         state: SessionState,
         full_text: str | None,
         edit: _Edit | None = None,
+        binding: TurnBinding | None = None,
     ) -> _OpenRecord | None:
         """The in-process record of the state's open turn (a new one for a new message)."""
         ot = state.open_turn
@@ -893,7 +897,9 @@ class SessionMemory:
                     found.text = full_text
             return found
         text = full_text if full_text is not None else ot.question
-        record = _OpenRecord(ot.message_id, ot.question, text, state, block_for(state), edit=edit)
+        record = _OpenRecord(
+            ot.message_id, ot.question, text, state, block_for(state), edit=edit, binding=binding
+        )
         self._open[key] = record
         return record
 
@@ -908,26 +914,31 @@ class SessionMemory:
     def _commit_input(
         self, thread_id: str, record: _OpenRecord, call: ModelCall
     ) -> _Flow[TurnRecord | None]:
-        """Commit point 1: the user's message and the model input, once per turn."""
+        """Commit point 1: the user's message and the model input, once per turn, into
+        the thread the turn began on (``ThreadDeleted`` if it was deleted since)."""
         if record.record is not None or record.input_skipped:
             return record.record
         from convmem.transcript import ModelInput
 
-        model_input = ModelInput(
-            rendered_block=record.block if call.block is None else call.block,
-            state_snapshot=state_to_dict(record.state),
-            sent_message_ids=call.history_ids,
-            system_prompt=call.system_prompt,
-            tool_schemas=[dict(s) for s in call.tool_schemas],
-            model=call.model,
-            model_params=dict(call.model_params),
-        )
         user = self._user_message(record, call.sent_question)
         try:
-            record.record = yield from self._on_thread(
-                thread_id, "begin_turn_record", user, model_input, **_placement(record)
+            binding = yield from self._turn_binding(thread_id, record)
+            model_input = ModelInput(
+                rendered_block=record.block if call.block is None else call.block,
+                state_snapshot=state_to_dict(record.state),
+                sent_message_ids=call.history_ids,
+                system_prompt=call.system_prompt,
+                tool_schemas=[dict(s) for s in call.tool_schemas],
+                model=call.model,
+                model_params=dict(call.model_params),
+                quoted_message_ids=_quoted_ids(record, call, binding),
             )
-        except TranscriptUnavailable as exc:
+            record.record = yield _Transcript(
+                "begin_turn_record",
+                (self.tenant, binding.thread.id, user, model_input),
+                {**_placement(record), "incarnation": binding.thread.incarnation},
+            )
+        except TranscriptUnavailable as exc:  # ThreadDeleted too: nothing was written
             self._unrecorded(thread_id, "commit point 1 (user message and model input)", exc)
             record.input_skipped = True
         return record.record
@@ -938,7 +949,8 @@ class SessionMemory:
         """Commit point 2: tool calls, results and the answer, linked to point 1.
 
         Without point 1 (a clarification: no model call; or point 1 was skipped) the
-        user's message goes in the same transaction, ahead of the rest.
+        user's message goes in the same transaction, ahead of the rest. Either way only
+        into the thread the turn began on: after a deletion it writes nothing.
         """
         from convmem.transcript import NewMessage
         from convmem.transcript.errors import ThreadNotFound
@@ -947,22 +959,47 @@ class SessionMemory:
         if answer is not None:
             messages.append(NewMessage(role="assistant", content=answer))
         try:
+            binding = yield from self._turn_binding(thread_id, record)
+            bound = {"incarnation": binding.thread.incarnation}
             if record.record is not None:
                 turn = record.record
                 yield _Transcript(
-                    "complete_turn", (self.tenant, turn.thread_id, turn.turn_id, messages)
+                    "complete_turn", (self.tenant, turn.thread_id, turn.turn_id, messages), bound
                 )
             else:
                 user = self._user_message(record, None)
-                yield from self._on_thread(
-                    thread_id, "append", [user, *messages], **_placement(record)
+                yield _Transcript(
+                    "append",
+                    (self.tenant, binding.thread.id, [user, *messages]),
+                    {**_placement(record), **bound},
                 )
-        except TranscriptUnavailable as exc:
+        except TranscriptUnavailable as exc:  # ThreadDeleted too: nothing was written
             self._unrecorded(thread_id, "commit point 2 (tool calls, results, answer)", exc)
         except ThreadNotFound:
             log.warning("thread %r: its record was deleted during the turn; "
                         "the rest of the turn is not recorded", thread_id)
         record.done = True
+
+    def _bind_flow(self, thread_id: str) -> _Flow[TurnBinding | None]:
+        """Bind a beginning turn to its thread: the key's thread (created if need be)
+        and its incarnation, which every write of the turn must find again, so a turn
+        that began before ``delete_thread`` never writes afterwards. One read per turn.
+        A record that cannot be reached now is bound at its first commit point instead
+        (a state-only ``begin_turn`` never fails on the record)."""
+        try:
+            binding: TurnBinding = yield _Transcript("bind_turn", (self.tenant, thread_id))
+        except TranscriptUnavailable:
+            return None
+        self._threads[(self.tenant, thread_id)] = binding.thread.id
+        return binding
+
+    def _turn_binding(self, thread_id: str, record: _OpenRecord) -> _Flow[TurnBinding]:
+        """The turn's binding; bound now if it began elsewhere or the record was down."""
+        if record.binding is None:
+            binding: TurnBinding = yield _Transcript("bind_turn", (self.tenant, thread_id))
+            self._threads[(self.tenant, thread_id)] = binding.thread.id
+            record.binding = binding
+        return record.binding
 
     def _thread_flow(self, thread_id: str) -> _Flow[str]:
         """The transcript thread whose key is ``thread_id`` (cached per process)."""
@@ -978,8 +1015,9 @@ class SessionMemory:
         return found
 
     def _on_thread(self, thread_id: str, method: str, *args: Any, **kwargs: Any) -> _Flow[Any]:
-        """``transcript.<method>(tenant, transcript thread, *args)``; when the cached
-        thread is gone (another instance deleted it), look the key up again once."""
+        """``transcript.<method>(tenant, transcript thread, *args)`` for what is not a
+        turn's write (those go to the turn's own binding); when the cached thread is
+        gone (another instance deleted it), look the key up again once."""
         from convmem.transcript.errors import ThreadNotFound
 
         key = (self.tenant, thread_id)
@@ -1066,6 +1104,10 @@ class SessionMemory:
         record = self._open.get((self.tenant, thread_id))
         if record is not None and (record.text in gone or record.question in gone):
             record.text = replacement
+        elif record is not None and record.record is None:
+            # not sent yet: the turn's model input must not quote the redacted question
+            record.state = without_questions(record.state, gone)
+            record.block = block_for(record.state)
 
         def compute(current: SessionState) -> tuple[SessionState | None, None]:
             scrubbed = without_questions(current, gone)
@@ -1109,8 +1151,12 @@ def _placement(record: _OpenRecord) -> dict[str, Any]:
     return {} if record.edit is None else {"parent_id": record.edit.parent_id}
 
 
-#: Transcript calls that may go to a fresh thread when the cached one was deleted.
-_RETRY_ON_NEW_THREAD = frozenset({"begin_turn_record", "append", "delete_thread"})
+#: Calls (not a turn's writes: those are bound to the thread the turn began on) that
+#: may go to the key's current thread when the cached one was deleted by another
+#: instance: they name a message, which must then be in the current thread.
+_RETRY_ON_NEW_THREAD = frozenset(
+    {"delete_thread", "get_messages", "reconstruct_model_input", "redact", "regenerate"}
+)
 
 
 def _tool_text(result: Any, outcome: ToolResult) -> str:
@@ -1129,17 +1175,75 @@ def _tool_text(result: Any, outcome: ToolResult) -> str:
     return json.dumps({"ok": outcome.ok, "data": outcome.data}, default=str)
 
 
-def _question_texts(messages: list[Message]) -> set[str]:
+def _forms_of(text: str, extra: Mapping[str, Any]) -> set[str]:
     """A recorded question as the state may hold it: as typed, as the resolver rewrote it
     and as it was sent (``extra["convmem"]``, written by ``_user_message``)."""
-    gone: set[str] = set()
-    for message in messages:
-        gone.add(message.text)
-        ours = message.extra.get("convmem")
-        if isinstance(ours, Mapping):
-            gone.update(v for k in ("rewritten", "sent_as") if isinstance(v := ours.get(k), str))
+    gone = {text}
+    ours = extra.get("convmem")
+    if isinstance(ours, Mapping):
+        gone.update(v for k in ("rewritten", "sent_as") if isinstance(v := ours.get(k), str))
     gone.discard("")
     return gone
+
+
+def _question_texts(messages: list[Message]) -> set[str]:
+    """The texts recorded questions stand for in a state (``_forms_of``)."""
+    gone: set[str] = set()
+    for message in messages:
+        gone |= _forms_of(message.text, message.extra)
+    return gone
+
+
+def _state_questions(state: SessionState) -> set[str]:
+    """Every question text a state carries, so a model input of it quotes."""
+    found = set(state.recent_questions)
+    if state.last_rewrite:
+        found.add(state.last_rewrite)
+    if state.pending is not None:
+        found.add(state.pending.question)
+    ot = state.open_turn
+    if ot is not None:
+        found.update((ot.question, ot.rewritten, ot.resolved_question))
+        found |= _state_questions(ot.base)
+    found.discard("")
+    return found
+
+
+def _quoted_ids(
+    record: _OpenRecord, call: ModelCall, binding: TurnBinding
+) -> list[str] | None:
+    """The recorded user messages whose text the turn's block and snapshot quote: the
+    links redaction follows (``ModelInput.quoted_message_ids``). ``None`` ("not known",
+    and redaction scans the record instead) when the adapter sent a block of its own or
+    a quoted question is not among the thread's recent user messages."""
+    if call.block is not None and call.block != record.block:
+        return None
+    ot = record.state.open_turn
+    own = {record.text, record.question}
+    if ot is not None:
+        own.update((ot.question, ot.rewritten, ot.resolved_question))
+    rows = [
+        (str(r["id"]), _forms_of(_row_text(r["parts"]), r["extra"] or {}))
+        for r in binding.recent_user_messages
+    ]
+    ids: set[str] = set()
+    for q in _state_questions(record.state):
+        hits = [
+            mid
+            for mid, forms in rows
+            if q in forms or (len(q) >= MAX_QUESTION_CHARS and any(f.startswith(q) for f in forms))
+        ]
+        if not hits and q not in own:
+            return None
+        ids.update(hits)
+    return sorted(ids)
+
+
+def _row_text(parts: Any) -> str:
+    """A message row's text (its text parts, as ``Message.text`` joins them)."""
+    return "\n".join(
+        str(p.get("text", "")) for p in parts or () if isinstance(p, Mapping) and p.get("kind") == "text"
+    )
 
 
 def without_questions(state: SessionState, gone: set[str]) -> SessionState:

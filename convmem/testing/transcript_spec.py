@@ -419,13 +419,16 @@ class TranscriptStoreSpec:
         assert isinstance(ref, AttachmentPart)
         with pytest.raises(ThreadNotFound):
             api.get_attachment(other, ref.sha256)
-        # another tenant's key names another thread; importing over an id is refused
+        # another tenant's key names another thread; ids are per tenant, so importing the
+        # export elsewhere makes an unrelated copy (issue 11: no existence oracle)
         assert api.get_or_create_thread(other, "shared-key").id != api.get_or_create_thread(
             tenant, "shared-key"
         ).id
-        with pytest.raises(ThreadExists):
-            api.import_thread(other, api.export_thread(tenant, th.id))
-        assert api.list_threads(other)[0].key == "shared-key"
+        copy = api.import_thread(other, api.export_thread(tenant, th.id))
+        assert copy.id == th.id and {t.key for t in api.list_threads(other)} == {"shared-key", None}
+        api.redact(other, th.id, m.id, actor="other", reason="their copy")
+        api.delete_thread(other, th.id)
+        assert [x.text for x in api.active_path(tenant, th.id)] == ["private words", "q", ""]
         assert len(api.tree(tenant, th.id).messages) == 3
 
     # ------------------------------------------------------------ turns
@@ -558,11 +561,13 @@ class TranscriptStoreSpec:
         first = api.export_thread(tenant, tid)
         assert first.endswith("\n") and '"format":"convmem.thread"' in first
         with pytest.raises(ThreadExists):
-            api.import_thread(tenant + "-x", first)
-        copy = api.import_thread(tenant + "-x", first, new_id=True)
+            api.import_thread(tenant, first)  # the same ids in the same tenant
+        copy = api.import_thread(tenant, first, new_id=True)
         assert copy.id != tid
-        copied = api.export_thread(tenant + "-x", copy.id)
+        copied = api.export_thread(tenant, copy.id)
         assert copied != first and '"key":null' in copied
+        assert api.import_thread(tenant + "-x", first).id == tid  # ids are per tenant
+        assert api.export_thread(tenant + "-x", tid) == first
         api.delete_thread(tenant, tid)
         api.import_thread(tenant, first)
         assert api.export_thread(tenant, tid) == first

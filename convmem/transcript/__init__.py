@@ -8,7 +8,14 @@ not import this package at import time; import it when a transcript is wanted.
 
 from __future__ import annotations
 
-from convmem.transcript.errors import ThreadExists, ThreadNotFound
+from convmem.transcript.document import ImportLimits
+from convmem.transcript.errors import (
+    ImportRefused,
+    RecordCorrupt,
+    ThreadDeleted,
+    ThreadExists,
+    ThreadNotFound,
+)
 from convmem.transcript.records import (
     AttachmentPart,
     DeletionReceipt,
@@ -27,6 +34,7 @@ from convmem.transcript.records import (
     ThreadTree,
     ToolCallPart,
     ToolResultPart,
+    TurnBinding,
     TurnRecord,
 )
 from convmem.transcript.store import TranscriptStore
@@ -35,22 +43,27 @@ __all__ = [
     "AttachmentPart",
     "DeletionReceipt",
     "DerivedMemory",
+    "ImportLimits",
+    "ImportRefused",
     "Message",
     "ModelInput",
     "NewMessage",
     "Part",
     "ReconstructedInput",
+    "RecordCorrupt",
     "RedactionReceipt",
     "RetentionPolicy",
     "SearchHit",
     "SweepReport",
     "TextPart",
     "Thread",
+    "ThreadDeleted",
     "ThreadExists",
     "ThreadNotFound",
     "ThreadTree",
     "ToolCallPart",
     "ToolResultPart",
     "TranscriptStore",
+    "TurnBinding",
     "TurnRecord",
 ]

@@ -2,12 +2,19 @@
 
 ConfigError
 ├── ThreadExists     an id or key is already taken in this tenant (import: ``--new-id``)
-└── ThreadNotFound   no such thread *in this tenant* (another tenant's thread looks absent)
+├── ThreadNotFound   no such thread *in this tenant* (another tenant's thread looks absent)
+│   └── ThreadDeleted   (also a TranscriptUnavailable) the thread a turn began on was
+│                       deleted since: the turn's commit point writes nothing
+└── ImportRefused    an import document is not one convmem could have written; names
+                     the JSON path (``$.messages[0].parent_id``); nothing was written
+
+ConvMemError
+└── RecordCorrupt    a stored thread breaks the record's invariants (a parent cycle)
 """
 
 from __future__ import annotations
 
-from convmem.errors import ConfigError
+from convmem.errors import ConfigError, ConvMemError, TranscriptUnavailable
 
 
 class ThreadExists(ConfigError):
@@ -19,4 +26,31 @@ class ThreadNotFound(ConfigError, LookupError):
 
     Cross-tenant access raises this too, so a caller cannot learn that another
     tenant's thread exists.
+    """
+
+
+class ThreadDeleted(ThreadNotFound, TranscriptUnavailable):
+    """The thread a turn began on was deleted (or deleted and re-created) since.
+
+    A turn binds to its thread's incarnation when it begins; a commit point of a turn
+    that began before a deletion fails with this and writes nothing, so an erased
+    thread never comes back. Being a ``TranscriptUnavailable``, it fails the turn in
+    ``on_transcript_error="raise"`` mode and is logged and counted in ``"degrade"``.
+    """
+
+
+class ImportRefused(ConfigError):
+    """An import document was refused; ``path`` is the JSON path of the first problem."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"import refused: {path} {problem}; nothing was written")
+        self.path = path
+        self.problem = problem
+
+
+class RecordCorrupt(ConvMemError):
+    """A stored thread breaks the record's invariants (e.g. its parent links loop).
+
+    Imports refuse such documents and the store never writes one; this guards reads
+    of databases written by older versions or edited by hand.
     """

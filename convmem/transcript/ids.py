@@ -7,6 +7,7 @@ per-thread sequence, never from the id, so no monotonic counter is needed here.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import uuid
@@ -26,3 +27,16 @@ def uuid7(unix_ms: int | None = None) -> uuid.UUID:
 def new_id() -> str:
     """A new opaque id as its canonical 36-character string."""
     return str(uuid7())
+
+
+def remapped_id(salt: bytes, unix_ms: int, namespace: str, old: str) -> str:
+    """A fresh id for ``old`` that is the same every time within one import (``salt``
+    is random and ``unix_ms`` fixed per import): ``import_thread(..., new_id=True)``
+    maps every reference without keeping a table of the mapping. Version 7 layout:
+    the import's time, then 74 bits of ``sha256(salt, namespace, old)``."""
+    digest = hashlib.sha256(salt + namespace.encode() + b"\0" + old.encode()).digest()
+    rand = int.from_bytes(digest[:10], "big")
+    ms = unix_ms
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76 | (rand >> 68) << 64 | 0b10 << 62 | (rand & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))

@@ -10,6 +10,17 @@ query can be scoped without a join. The search index (``convmem_search``) is an
 FTS5 virtual table on SQLite and a plain table with a GIN index on PostgreSQL, so it
 is declared here as a Core table and created by the migrations, never by
 ``create_all``. The schema changes only through ``convmem/transcript/migrations``.
+
+Ids are namespaced by tenant (revision 0003): every primary key is ``(tenant, id)``
+and every link to a thread is ``(tenant, thread_id)``, so another tenant's id is
+simply another row — taking it reveals nothing, and no join can cross tenants.
+Each thread row has an ``incarnation`` (fresh whenever the row is created, never
+exported): a turn binds to it when it begins, so a thread deleted and then
+re-created under the same id or key is a different thread to a turn in flight.
+A model-input record lists the messages it quotes (``quoted_message_ids``), so
+redaction reaches the rendered copies of a message by that link; ``NULL`` (rows
+written before 0003, or by a caller who did not say) means "unknown", and
+redaction then scans the thread's records for the renderer's forms of the text.
 """
 
 from __future__ import annotations
@@ -31,37 +42,52 @@ def _when(name: str, *, nullable: bool = False, index: bool = False) -> Any:
     )
 
 
+def _thread_fk(table: str) -> sa.ForeignKeyConstraint:
+    """The link of a content row to its thread, tenant included."""
+    return sa.ForeignKeyConstraint(
+        ["tenant", "thread_id"],
+        ["convmem_threads.tenant", "convmem_threads.id"],
+        name=f"fk_{table}_thread",
+    )
+
+
 class ThreadRow(SQLModel, table=True):
     """A conversation and its pointers."""
 
     __tablename__ = "convmem_threads"
     __table_args__ = (sa.UniqueConstraint("tenant", "key", name="uq_convmem_threads_tenant_key"),)
 
+    tenant: str = Field(primary_key=True, max_length=200)
     id: str = Field(primary_key=True, max_length=64)
-    tenant: str = Field(index=True, max_length=200)
     key: str | None = Field(default=None, max_length=500)
     owner: str | None = Field(default=None, max_length=200)
     title: str | None = Field(default=None)
     meta: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column("metadata", sa.JSON))
     created_at: datetime = _when("created_at")
-    updated_at: datetime = _when("updated_at", index=True)
+    updated_at: datetime = _when("updated_at", index=True)  # ix_convmem_threads_updated_at
     retention: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
     active_leaf: str | None = Field(default=None, max_length=64)
     next_seq: int = 1
     archived_seq: int = 0
     forked_from: str | None = Field(default=None, max_length=64)
+    incarnation: str | None = Field(default=None, max_length=64)
 
 
 class MessageRow(SQLModel, table=True):
     """One node of the tree; content changes only by redaction."""
 
     __tablename__ = "convmem_messages"
-    __table_args__ = (sa.UniqueConstraint("thread_id", "seq", name="uq_convmem_messages_seq"),)
+    __table_args__ = (
+        sa.UniqueConstraint("tenant", "thread_id", "seq", name="uq_convmem_messages_seq"),
+        sa.Index("ix_convmem_messages_tenant_parent_id", "tenant", "parent_id"),
+        sa.Index("ix_convmem_messages_tenant_copy_of", "tenant", "copy_of"),
+        _thread_fk("convmem_messages"),
+    )
 
+    tenant: str = Field(primary_key=True, max_length=200)
     id: str = Field(primary_key=True, max_length=64)
-    thread_id: str = Field(foreign_key="convmem_threads.id", max_length=64)
-    tenant: str = Field(max_length=200)
-    parent_id: str | None = Field(default=None, index=True, max_length=64)
+    thread_id: str = Field(max_length=64)
+    parent_id: str | None = Field(default=None, max_length=64)
     seq: int
     role: str = Field(max_length=16)
     author: str | None = Field(default=None, max_length=200)
@@ -70,7 +96,7 @@ class MessageRow(SQLModel, table=True):
     received_at: datetime = _when("received_at")
     client_ts: datetime | None = _when("client_ts", nullable=True)
     visibility: str = Field(max_length=16)
-    copy_of: str | None = Field(default=None, index=True, max_length=64)
+    copy_of: str | None = Field(default=None, max_length=64)
     turn_id: str | None = Field(default=None, max_length=64)
     redacted_at: datetime | None = _when("redacted_at", nullable=True)
 
@@ -103,10 +129,14 @@ class TurnRow(SQLModel, table=True):
     """What the model received on one turn (commit point 1) and its outcome (point 2)."""
 
     __tablename__ = "convmem_turns"
+    __table_args__ = (
+        sa.Index("ix_convmem_turns_tenant_thread_id", "tenant", "thread_id"),
+        _thread_fk("convmem_turns"),
+    )
 
+    tenant: str = Field(primary_key=True, max_length=200)
     id: str = Field(primary_key=True, max_length=64)
-    thread_id: str = Field(foreign_key="convmem_threads.id", index=True, max_length=64)
-    tenant: str = Field(max_length=200)
+    thread_id: str = Field(max_length=64)
     user_message_id: str = Field(max_length=64)
     rendered_block: str = ""
     state_snapshot: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON))
@@ -118,16 +148,21 @@ class TurnRow(SQLModel, table=True):
     created_at: datetime = _when("created_at")
     completed_at: datetime | None = _when("completed_at", nullable=True)
     answer_message_id: str | None = Field(default=None, max_length=64)
+    quoted_message_ids: list[str] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
 
 
 class DerivedRow(SQLModel, table=True):
     """A memory derived from a thread; tombstoned when a source message is redacted."""
 
     __tablename__ = "convmem_derived"
+    __table_args__ = (
+        sa.Index("ix_convmem_derived_tenant_thread_id", "tenant", "thread_id"),
+        _thread_fk("convmem_derived"),
+    )
 
+    tenant: str = Field(primary_key=True, max_length=200)
     id: str = Field(primary_key=True, max_length=64)
-    thread_id: str = Field(foreign_key="convmem_threads.id", index=True, max_length=64)
-    tenant: str = Field(max_length=200)
+    thread_id: str = Field(max_length=64)
     kind: str = Field(max_length=100)
     content: str
     source_message_ids: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON))
@@ -139,10 +174,14 @@ class RedactionRow(SQLModel, table=True):
     """Who redacted what, when and why (ids only: the log never holds the content)."""
 
     __tablename__ = "convmem_redactions"
+    __table_args__ = (
+        sa.Index("ix_convmem_redactions_tenant_thread_id", "tenant", "thread_id"),
+        _thread_fk("convmem_redactions"),
+    )
 
+    tenant: str = Field(primary_key=True, max_length=200)
     id: str = Field(primary_key=True, max_length=64)
-    thread_id: str = Field(foreign_key="convmem_threads.id", index=True, max_length=64)
-    tenant: str = Field(max_length=200)
+    thread_id: str = Field(max_length=64)
     message_id: str = Field(max_length=64)
     actor: str = Field(max_length=200)
     reason: str

@@ -15,8 +15,18 @@ the active leaf, so concurrent appends to one thread queue up and form one linea
 gapless path. On PostgreSQL ``insert_chain`` does the lock, the read of the active
 leaf, the sequence numbers, the messages and their search rows in one statement;
 an append to the active leaf is that statement alone (``Alone``: autocommit, one
-round trip). Every statement filters on ``tenant``: a thread of another tenant is
-indistinguishable from a missing one (``ThreadNotFound``).
+round trip). Every statement filters on ``tenant``, and ids are namespaced by tenant
+(primary keys ``(tenant, id)``): a thread of another tenant is indistinguishable from
+a missing one (``ThreadNotFound``), and taking its id creates an unrelated thread.
+
+The edge: tenants, keys and ids go through ``convmem.identity`` (a ``ConfigError``
+naming the field, the same on SQLite and PostgreSQL); free text and JSON written to
+the record (message parts, ``extra``, model inputs, metadata, derived memories, the
+redaction log) and search queries have NUL and lone surrogates replaced by U+FFFD
+(``clean_text``), so neither database ever sees them. Reads that walk parent links
+stay inside one tenant's thread at every step and stop after ``next_seq`` steps (no
+path is longer than the thread), and a loop found in stored links is
+``RecordCorrupt``, never a hang.
 """
 
 from __future__ import annotations
@@ -28,15 +38,17 @@ from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar, Union
+from typing import Any, BinaryIO, TypeVar, Union
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.base import Executable
 
 from convmem.errors import ConfigError
+from convmem.identity import check_id, check_tenant, check_thread_id, clean_text
+from convmem.render import QUESTION_TOKENS, inert
 from convmem.transcript import export as ex
-from convmem.transcript.errors import ThreadExists, ThreadNotFound
+from convmem.transcript.errors import RecordCorrupt, ThreadDeleted, ThreadExists, ThreadNotFound
 from convmem.transcript.ids import new_id
 from convmem.transcript.models import (
     ATTACHMENTS,
@@ -49,6 +61,8 @@ from convmem.transcript.models import (
     TURNS,
 )
 from convmem.transcript.records import (
+    ROLES,
+    VISIBILITIES,
     AttachmentPart,
     DeletionReceipt,
     DerivedMemory,
@@ -89,12 +103,42 @@ class Alone:
     params: Mapping[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Read:
+    """Not a statement: read up to ``size`` bytes of ``source`` (an import document).
+
+    File I/O goes through the driver like a statement, so the async store reads on a
+    worker thread and the operation stays sans-I/O (``convmem.transcript.exchange``).
+    """
+
+    source: BinaryIO
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rewind:
+    """Not a statement: seek ``source`` back to its start (a second pass)."""
+
+    source: BinaryIO
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Not a statement: write ``data`` to ``sink`` (an export, chunk by chunk)."""
+
+    sink: BinaryIO
+    data: bytes
+
+
 # A step is a statement, or (statement, parameter rows) for a cached executemany, or
-# an ``Alone`` statement.
+# an ``Alone`` statement, or file I/O (``Read``, ``Rewind``, ``Write``).
 Step = Union[  # noqa: UP007
     Executable,
     tuple[Executable, Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]],  # noqa: UP007
     Alone,
+    Read,
+    Rewind,
+    Write,
 ]
 Op = Generator[Step, Any, T]
 
@@ -164,6 +208,7 @@ def to_thread(row: Mapping[str, Any]) -> Thread:
         active_leaf=row["active_leaf"],
         archived_seq=row["archived_seq"],
         forked_from=row["forked_from"],
+        incarnation=row.get("incarnation"),
     )
 
 
@@ -205,13 +250,108 @@ def _sha256(data: bytes) -> str:
 # ---------------------------------------------------------------- shared steps
 
 
+# ---------------------------------------------------------------- the edge
+
+#: Longest record id (thread, message, turn, ...): the id columns' width.
+ID_CHARS = 64
+
+
+def edge(tenant: Any, *, key: Any = None, **ids: Any) -> None:
+    """The identity rule at the store's edge (``convmem.identity``): the tenant, the
+    application's ``key`` and record ids; ``None`` ids are skipped. A ``ConfigError``
+    naming the field, before any statement, on every backend."""
+    check_tenant(tenant)
+    if key is not None:
+        check_thread_id(key, "key")
+    for name, value in ids.items():
+        if value is not None:
+            check_id(value, name, ID_CHARS)
+
+
+def bounded(value: Any, name: str, max_chars: int, *, blank: bool = True) -> Any:
+    """A short text column (author, owner, model, ...): cleaned, within its width."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string, got {type(value).__name__}")
+    value = clean_text(value)
+    if len(value) > max_chars:
+        raise ConfigError(f"{name} is {len(value)} characters; the limit is {max_chars}")
+    if not blank and not value.strip():
+        raise ConfigError(f"{name} must not be blank")
+    return value
+
+
+def clean_json(obj: Any) -> Any:
+    """``obj`` with NUL and lone surrogates replaced in every string (keys included);
+    plain JSON data comes back unchanged."""
+    if isinstance(obj, str):
+        return clean_text(obj)
+    if isinstance(obj, Mapping):
+        return {(clean_text(k) if isinstance(k, str) else k): clean_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_json(v) for v in obj]
+    return obj
+
+
+def clean_part(part: Part) -> Part:
+    """A part with its text cleaned (``clean_text``)."""
+    if isinstance(part, TextPart):
+        return part if clean_text(part.text) is part.text else TextPart(clean_text(part.text))
+    if isinstance(part, ToolCallPart):
+        return ToolCallPart(
+            clean_text(part.call_id), clean_text(part.name), clean_json(dict(part.arguments))
+        )
+    if isinstance(part, ToolResultPart):
+        return ToolResultPart(clean_text(part.call_id), clean_text(part.content), part.is_error)
+    return AttachmentPart(
+        media_type=bounded(part.media_type, "attachment media_type", 200),
+        name=clean_text(part.name),
+        sha256=part.sha256,
+        size=part.size,
+        data=part.data,
+    )
+
+
+def clean_message(msg: NewMessage) -> NewMessage:
+    """A message as the record keeps it: role and visibility checked, text cleaned."""
+    if msg.role not in ROLES:
+        raise ConfigError(f"message role {msg.role!r}: want system, user, assistant or tool")
+    if msg.visibility is not None and msg.visibility not in VISIBILITIES:
+        raise ConfigError(f"message visibility {msg.visibility!r}: want conversation or execution")
+    content: str | list[Part]
+    if isinstance(msg.content, str):
+        content = clean_text(msg.content)
+    else:
+        content = [clean_part(p) for p in msg.content]
+    return NewMessage(
+        role=msg.role,
+        content=content,
+        author=bounded(msg.author, "author", 200),
+        extra=None if msg.extra is None else clean_json(dict(msg.extra)),
+        client_ts=msg.client_ts,
+        visibility=msg.visibility,
+    )
+
+
+# ---------------------------------------------------------------- shared steps
+
+
 # Hot-path statements built once: their cache keys are memoized on the objects, so
 # executing them skips SQLAlchemy's per-call statement building and key generation.
 _THREAD_WHERE = (
     THREADS.c.id == sa.bindparam("b_thread_id"),
     THREADS.c.tenant == sa.bindparam("b_tenant"),
 )
-_LOCK_THREAD = sa.select(THREADS).where(*_THREAD_WHERE).with_for_update()
+_LOCK_THREAD = {
+    bound: sa.select(THREADS)
+    .where(
+        *_THREAD_WHERE,
+        *([THREADS.c.incarnation == sa.bindparam("b_incarnation")] if bound else []),
+    )
+    .with_for_update()
+    for bound in (False, True)
+}
 _TAKE_SEQ = {
     move: sa.update(THREADS)
     .where(*_THREAD_WHERE)
@@ -227,12 +367,28 @@ _INSERT_MESSAGES = sa.insert(MESSAGES)
 _INSERT_SEARCH = sa.insert(SEARCH)
 
 
-def lock_thread(tenant: str, thread_id: str) -> Op[Mapping[str, Any]]:
-    """Lock the thread row (PostgreSQL ``FOR UPDATE``) and return it."""
-    res = yield (_LOCK_THREAD, {"b_thread_id": thread_id, "b_tenant": tenant})
+def missing_thread(tenant: str, thread_id: str, incarnation: str | None) -> ThreadNotFound:
+    """``ThreadNotFound``, or ``ThreadDeleted`` for a write bound to an incarnation."""
+    if incarnation is not None:
+        return ThreadDeleted(
+            f"thread {thread_id!r} of tenant {tenant!r} was deleted after this turn began "
+            "(a turn that began before a deletion never writes afterwards); nothing was written"
+        )
+    return ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
+
+
+def lock_thread(
+    tenant: str, thread_id: str, incarnation: str | None = None
+) -> Op[Mapping[str, Any]]:
+    """Lock the thread row (PostgreSQL ``FOR UPDATE``) and return it; with
+    ``incarnation``, only that incarnation of it (else ``ThreadDeleted``)."""
+    params = {"b_thread_id": thread_id, "b_tenant": tenant}
+    if incarnation is not None:
+        params["b_incarnation"] = incarnation
+    res = yield (_LOCK_THREAD[incarnation is not None], params)
     row = res.mappings().first()
     if row is None:
-        raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
+        raise missing_thread(tenant, thread_id, incarnation)
     return dict(row)
 
 
@@ -263,30 +419,62 @@ def _path_statement(from_active_leaf: bool) -> sa.Select[Any]:
 
     A recursive CTE whose anchor is the thread row left-joined to its start message,
     so the single result also tells "no such thread" (no row) from "empty path" (one
-    row of NULLs). Each step is a primary-key lookup, so cost grows with depth and
-    not with the size of the tree. Parameters: ``b_thread_id``, ``b_tenant`` and,
-    unless it starts at the active leaf, ``b_from``.
+    row of NULLs). Each step is a primary-key lookup of the parent *in the same
+    tenant and thread* (a parent id naming another tenant's or thread's message ends
+    the path instead of leaving it), and the walk stops after ``next_seq`` steps, as
+    no path in a thread is longer than the thread: cost grows with depth, never
+    without bound. Parameters: ``b_thread_id``, ``b_tenant`` and, unless it starts
+    at the active leaf, ``b_from``.
     """
     t, m = THREADS, MESSAGES
     start = t.c.active_leaf if from_active_leaf else sa.bindparam("b_from", type_=sa.String)
     anchor = (
-        sa.select(t.c.archived_seq.label("archived_seq"), *[m.c[c] for c in MSG_COLS])
-        .select_from(t.outerjoin(m, sa.and_(m.c.id == start, m.c.thread_id == t.c.id)))
+        sa.select(
+            t.c.archived_seq.label("archived_seq"),
+            t.c.next_seq.label("path_limit"),
+            sa.literal(1, sa.Integer).label("depth"),
+            *[m.c[c] for c in MSG_COLS],
+        )
+        .select_from(
+            t.outerjoin(
+                m, sa.and_(m.c.tenant == t.c.tenant, m.c.thread_id == t.c.id, m.c.id == start)
+            )
+        )
         .where(*_THREAD_WHERE)
     )
     path = anchor.cte("convmem_path", recursive=True)
     step = m.alias("step")
     path = path.union_all(
-        sa.select(path.c.archived_seq, *[step.c[c] for c in MSG_COLS]).select_from(
-            step.join(path, step.c.id == path.c.parent_id)
+        sa.select(
+            path.c.archived_seq, path.c.path_limit, path.c.depth + 1,
+            *[step.c[c] for c in MSG_COLS],
         )
+        .select_from(
+            step.join(
+                path,
+                sa.and_(
+                    step.c.tenant == path.c.tenant,
+                    step.c.thread_id == path.c.thread_id,
+                    step.c.id == path.c.parent_id,
+                ),
+            )
+        )
+        .where(path.c.depth < path.c.path_limit)
     )
-    return sa.select(path).order_by(path.c.seq)
+    return sa.select(path).order_by(path.c.depth.desc())
 
 
 # Built once (see _LOCK_THREAD): building this CTE cost more than running it.
 _PATH_FROM_LEAF = _path_statement(from_active_leaf=True)
 _PATH_FROM_MESSAGE = _path_statement(from_active_leaf=False)
+
+
+def corrupt_links(thread_id: str, message_id: str | None) -> RecordCorrupt:
+    """The error for parent links that loop (or run longer than the thread)."""
+    return RecordCorrupt(
+        f"thread {thread_id!r}: the parent links from message {message_id!r} loop or run "
+        "longer than the thread; the record is corrupt (imports refuse such threads)"
+    )
 
 
 def read_path(
@@ -301,6 +489,9 @@ def read_path(
     rows = res.mappings().all()
     if not rows:
         raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
+    deepest = rows[0]
+    if deepest["depth"] >= deepest["path_limit"] and deepest["parent_id"] is not None:
+        raise corrupt_links(thread_id, rows[-1]["id"])
     msgs = [to_message(r) for r in rows if r["id"] is not None]
     if not include_archived:
         watermark = rows[0]["archived_seq"]
@@ -404,7 +595,8 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
 # the pointer (``UPDATE ... RETURNING``; under READ COMMITTED a writer that waited
 # for the lock re-reads the row its predecessor committed), then insert the
 # messages and their search-index rows. No row comes back when the thread is not
-# the tenant's, and then nothing was written. The rows travel as one JSON
+# the tenant's (or, for a bound turn, no longer the incarnation it began on), and
+# then nothing was written. The rows travel as one JSON
 # parameter, so the text (and psycopg's prepared plan) never changes with the
 # batch size.
 _PG_INSERT_CHAIN = sa.text(
@@ -412,6 +604,7 @@ _PG_INSERT_CHAIN = sa.text(
 WITH locked AS (
     SELECT id, active_leaf FROM convmem_threads
     WHERE id = :thread_id AND tenant = :tenant
+        AND (CAST(:incarnation AS text) IS NULL OR incarnation = :incarnation)
     FOR UPDATE
 ), th AS (
     UPDATE convmem_threads AS t
@@ -419,7 +612,7 @@ WITH locked AS (
         updated_at = :now,
         active_leaf = CASE WHEN :move_leaf THEN :last_id ELSE t.active_leaf END
     FROM locked
-    WHERE t.id = locked.id
+    WHERE t.tenant = :tenant AND t.id = locked.id
     RETURNING t.next_seq - :n AS first_seq,
         CASE WHEN :follow_leaf THEN locked.active_leaf ELSE :parent_id END AS parent_id
 ), msg AS (
@@ -460,9 +653,8 @@ def _chain_rows(
     rows: list[JSONDict] = []
     blobs: dict[str, JSONDict] = {}
     parent: str | None = None
-    for i, msg in enumerate(messages):
-        if msg.role not in ("system", "user", "assistant", "tool"):
-            raise ConfigError(f"message role {msg.role!r}: want system, user, assistant or tool")
+    for i, given in enumerate(messages):
+        msg = clean_message(given)
         parts_json, new_blobs = _prepare_parts(tenant, msg.parts(), now)
         for b in new_blobs:
             blobs[b["sha256"]] = b
@@ -509,6 +701,7 @@ def _pg_insert_chain(
     move_leaf: bool,
     turn_id: str | None,
     alone: bool,
+    incarnation: str | None,
 ) -> Op[tuple[int, str | None]]:
     """Run ``_PG_INSERT_CHAIN`` (as an ``Alone`` step if ``alone``).
 
@@ -541,13 +734,14 @@ def _pg_insert_chain(
         "follow_leaf": follow,
         "parent_id": None if follow else parent_id,
         "turn_id": turn_id,
+        "incarnation": incarnation,
         "rows": json.dumps(payload),
         "search": json.dumps(search),
     }
     res = yield (Alone(_PG_INSERT_CHAIN, params) if alone else (_PG_INSERT_CHAIN, params))
     row = res.first()
     if row is None:
-        raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
+        raise missing_thread(tenant, thread_id, incarnation)
     return int(row[0]), row[1]
 
 
@@ -562,16 +756,18 @@ def insert_chain(
     turn_id: str | None = None,
     copy_of: Sequence[str | None] | None = None,
     whole_op: bool = False,
+    incarnation: str | None = None,
 ) -> Op[list[Message]]:
     """Append ``messages`` as a chain under ``parent_id`` (``ACTIVE``: the active leaf).
 
-    Locks the thread row itself (a caller holding the lock already may call it too).
-    An explicit ``parent_id`` must have been checked by the caller. ``whole_op``:
-    nothing precedes or follows in the operation, so on PostgreSQL a chain without
-    attachments is one ``Alone`` statement.
+    Locks the thread row itself (a caller holding the lock already may call it too),
+    only the given ``incarnation`` of it when there is one. An explicit ``parent_id``
+    must have been checked by the caller. ``whole_op``: nothing precedes or follows
+    in the operation, so on PostgreSQL a chain without attachments is one ``Alone``
+    statement.
     """
     if not messages:
-        yield from lock_thread(tenant, thread_id)
+        yield from lock_thread(tenant, thread_id, incarnation)
         return []
     now = ctx.now()
     rows, blobs = _chain_rows(tenant, thread_id, messages, now, turn_id, copy_of)
@@ -586,11 +782,13 @@ def insert_chain(
             move_leaf=move_leaf,
             turn_id=turn_id,
             alone=whole_op and not refs,
+            incarnation=incarnation,
         )
     else:
         # SQLite: the write transaction (BEGIN IMMEDIATE) is the lock; statements are cheap.
-        if isinstance(parent_id, _Active):
-            parent = (yield from lock_thread(tenant, thread_id))["active_leaf"]
+        if isinstance(parent_id, _Active) or incarnation is not None:
+            th = yield from lock_thread(tenant, thread_id, incarnation)
+            parent = th["active_leaf"] if isinstance(parent_id, _Active) else parent_id
         else:
             parent = parent_id
         res = yield (
@@ -633,9 +831,9 @@ def _thread_values(
         "id": thread_id,
         "tenant": tenant,
         "key": key,
-        "owner": owner,
-        "title": title,
-        "metadata": dict(metadata or {}),
+        "owner": bounded(owner, "owner", 200),
+        "title": None if title is None else clean_text(title),
+        "metadata": clean_json(dict(metadata or {})),
         "created_at": now,
         "updated_at": now,
         "retention": None if retention is None else retention.to_json(),
@@ -643,6 +841,7 @@ def _thread_values(
         "next_seq": 1,
         "archived_seq": 0,
         "forked_from": None,
+        "incarnation": new_id(),  # fresh for every row created: see ``models``
     }
 
 
@@ -657,9 +856,9 @@ def create_thread(
     metadata: Mapping[str, Any] | None,
     retention: RetentionPolicy | None,
 ) -> Op[Thread]:
-    """Insert a thread; an id or key already taken raises ``ThreadExists``."""
-    if not tenant:
-        raise ConfigError("tenant: must be a non-empty string")
+    """Insert a thread; an id or key already taken *in this tenant* raises
+    ``ThreadExists`` (ids are per tenant: another tenant's id is free here)."""
+    edge(tenant, key=key, thread_id=thread_id)
     values = _thread_values(
         tenant, thread_id or new_id(), ctx.now(), key, owner, title, metadata, retention
     )
@@ -669,6 +868,19 @@ def create_thread(
     if res.first() is None:
         raise ThreadExists(f"thread id {values['id']!r} or key {key!r} already exists")
     return to_thread(values)
+
+
+_BY_KEY = sa.select(THREADS).where(
+    THREADS.c.tenant == sa.bindparam("b_tenant"), THREADS.c.key == sa.bindparam("b_key")
+)
+
+
+def find_thread(tenant: str, key: str) -> Op[Thread | None]:
+    """The tenant's thread for ``key``, if any: one read (``Alone`` on PostgreSQL)."""
+    edge(tenant, key=key)
+    res = yield Alone(_BY_KEY, {"b_tenant": tenant, "b_key": key})
+    row = res.mappings().first()
+    return None if row is None else to_thread(row)
 
 
 def get_or_create_thread(
@@ -681,8 +893,7 @@ def get_or_create_thread(
     metadata: Mapping[str, Any] | None,
 ) -> Op[Thread]:
     """The tenant's thread for ``key``, created on first use (race-free upsert)."""
-    if not tenant or not key:
-        raise ConfigError("get_or_create_thread: tenant and key must be non-empty strings")
+    edge(tenant, key=key)
     values = _thread_values(tenant, new_id(), ctx.now(), key, owner, title, metadata, None)
     yield (
         ctx.insert(THREADS)
@@ -693,13 +904,58 @@ def get_or_create_thread(
     return to_thread(res.mappings().one())
 
 
+_BIND = (
+    sa.select(
+        THREADS,
+        MESSAGES.c.id.label("m_id"),
+        MESSAGES.c.parts.label("m_parts"),
+        MESSAGES.c.extra.label("m_extra"),
+    )
+    .select_from(
+        THREADS.outerjoin(
+            MESSAGES,
+            sa.and_(
+                MESSAGES.c.tenant == THREADS.c.tenant,
+                MESSAGES.c.thread_id == THREADS.c.id,
+                MESSAGES.c.role == "user",
+            ),
+        )
+    )
+    .where(THREADS.c.tenant == sa.bindparam("b_tenant"), THREADS.c.key == sa.bindparam("b_key"))
+    .order_by(MESSAGES.c.seq.desc())
+    .limit(sa.bindparam("b_recent"))
+)
+
+
+def bind_turn(tenant: str, key: str, recent: int) -> Op[tuple[Thread, list[JSONDict]] | None]:
+    """What a turn binds to when it begins: the key's thread (its id and incarnation)
+    and the ``id``, ``parts`` and ``extra`` of its last ``recent`` user messages, newest
+    first (what the turn's block may quote). ``None`` when the key has no thread yet.
+    ONE statement (``Alone``: one round trip on PostgreSQL)."""
+    edge(tenant, key=key)
+    if type(recent) is not int or recent < 0:
+        raise ConfigError(f"bind_turn: recent must be a non-negative integer, got {recent!r}")
+    res = yield Alone(_BIND, {"b_tenant": tenant, "b_key": key, "b_recent": max(recent, 1)})
+    rows = res.mappings().all()
+    if not rows:
+        return None
+    users = [
+        {"id": r["m_id"], "parts": r["m_parts"] or [], "extra": r["m_extra"] or {}}
+        for r in rows
+        if r["m_id"] is not None
+    ]
+    return to_thread(rows[0]), users[:recent]
+
+
 def get_thread(tenant: str, thread_id: str) -> Op[Thread]:
     """One thread."""
+    edge(tenant, thread_id=thread_id)
     return to_thread((yield from read_thread(tenant, thread_id)))
 
 
 def list_threads(tenant: str, limit: int | None) -> Op[list[Thread]]:
     """The tenant's threads, most recently active first."""
+    edge(tenant)
     stmt = (
         sa.select(THREADS)
         .where(THREADS.c.tenant == tenant)
@@ -711,12 +967,17 @@ def list_threads(tenant: str, limit: int | None) -> Op[list[Thread]]:
     return [to_thread(r) for r in res.mappings().all()]
 
 
+def _this_thread(tenant: str, thread_id: str) -> tuple[sa.ColumnElement[bool], ...]:
+    return (THREADS.c.tenant == tenant, THREADS.c.id == thread_id)
+
+
 def set_retention(tenant: str, thread_id: str, policy: RetentionPolicy | None) -> Op[None]:
     """Per-thread override (``None``: back to the store default)."""
+    edge(tenant, thread_id=thread_id)
     yield from lock_thread(tenant, thread_id)
     yield (
         sa.update(THREADS)
-        .where(THREADS.c.id == thread_id)
+        .where(*_this_thread(tenant, thread_id))
         .values(retention=None if policy is None else policy.to_json())
     )
 
@@ -731,15 +992,19 @@ def append(
     messages: Sequence[NewMessage],
     parent_id: str | _Active | None,
     activate: bool,
+    incarnation: str | None = None,
 ) -> Op[list[Message]]:
-    """Append to the active leaf (one linear path under concurrency) or under a parent."""
+    """Append to the active leaf (one linear path under concurrency) or under a parent.
+    ``incarnation``: only into that incarnation of the thread (a turn's binding)."""
+    edge(tenant, thread_id=thread_id, parent_id=None if isinstance(parent_id, _Active) else parent_id)
     if isinstance(parent_id, _Active):
         return (
             yield from insert_chain(
-                ctx, tenant, thread_id, ACTIVE, messages, move_leaf=True, whole_op=True
+                ctx, tenant, thread_id, ACTIVE, messages, move_leaf=True, whole_op=True,
+                incarnation=incarnation,
             )
         )
-    yield from lock_thread(tenant, thread_id)
+    yield from lock_thread(tenant, thread_id, incarnation)
     if parent_id is not None:
         yield from get_message(tenant, thread_id, parent_id)
     return (
@@ -754,25 +1019,35 @@ def begin_turn_record(
     user_message: NewMessage,
     model_input: ModelInput,
     parent_id: str | _Active | None = ACTIVE,
+    incarnation: str | None = None,
 ) -> Op[TurnRecord]:
     """Commit point 1: the user message and what the model is about to receive.
 
     The message follows the active leaf, or goes under ``parent_id`` (an edit: a
-    sibling of the edited question); either way it becomes the active leaf."""
+    sibling of the edited question); either way it becomes the active leaf. With
+    ``incarnation`` it is written only into that incarnation of the thread."""
+    edge(tenant, thread_id=thread_id, parent_id=None if isinstance(parent_id, _Active) else parent_id)
+    for i, sent in enumerate(model_input.sent_message_ids):
+        check_id(sent, f"model_input.sent_message_ids[{i}]", ID_CHARS)
+    quoted = model_input.quoted_message_ids
+    for i, q in enumerate(quoted or ()):
+        check_id(q, f"model_input.quoted_message_ids[{i}]", ID_CHARS)
     if not isinstance(parent_id, _Active):
-        yield from lock_thread(tenant, thread_id)
+        yield from lock_thread(tenant, thread_id, incarnation)
         if parent_id is not None:
             yield from get_message(tenant, thread_id, parent_id)
     turn_id = new_id()
     (msg,) = yield from insert_chain(
-        ctx, tenant, thread_id, parent_id, [user_message], move_leaf=True, turn_id=turn_id
+        ctx, tenant, thread_id, parent_id, [user_message], move_leaf=True, turn_id=turn_id,
+        incarnation=incarnation,
     )
     sha: str | None = None
-    if model_input.system_prompt is not None:
-        sha = _sha256(model_input.system_prompt.encode("utf-8"))
+    prompt = None if model_input.system_prompt is None else clean_text(model_input.system_prompt)
+    if prompt is not None:
+        sha = _sha256(prompt.encode("utf-8"))
         yield (
             ctx.insert(TEMPLATES)
-            .values(tenant=tenant, sha256=sha, text=model_input.system_prompt)
+            .values(tenant=tenant, sha256=sha, text=prompt)
             .on_conflict_do_nothing()
         )
     yield sa.insert(TURNS).values(
@@ -780,30 +1055,38 @@ def begin_turn_record(
         thread_id=thread_id,
         tenant=tenant,
         user_message_id=msg.id,
-        rendered_block=model_input.rendered_block,
-        state_snapshot=dict(model_input.state_snapshot),
+        rendered_block=clean_text(model_input.rendered_block),
+        state_snapshot=clean_json(dict(model_input.state_snapshot)),
         sent_message_ids=list(model_input.sent_message_ids),
         template_sha256=sha,
-        tool_schemas=[dict(s) for s in model_input.tool_schemas],
-        model=model_input.model,
-        model_params=dict(model_input.model_params),
+        tool_schemas=[clean_json(dict(s)) for s in model_input.tool_schemas],
+        model=bounded(model_input.model, "model", 200),
+        model_params=clean_json(dict(model_input.model_params)),
         created_at=ctx.now(),
         completed_at=None,
         answer_message_id=None,
+        quoted_message_ids=None if quoted is None else list(quoted),
     )
     return TurnRecord(turn_id=turn_id, thread_id=thread_id, user_message=msg)
 
 
 def complete_turn(
-    ctx: Ctx, tenant: str, thread_id: str, turn_id: str, messages: Sequence[NewMessage]
+    ctx: Ctx,
+    tenant: str,
+    thread_id: str,
+    turn_id: str,
+    messages: Sequence[NewMessage],
+    incarnation: str | None = None,
 ) -> Op[list[Message]]:
     """Commit point 2: tool calls, results and the answer, linked to the turn.
 
     They follow the active leaf when the turn's user message is still on the active
     path (another device may have appended meanwhile); if the user has since moved
     to another branch, they go under the user message and the pointer stays put.
+    With ``incarnation``, only into that incarnation of the thread.
     """
-    th = yield from lock_thread(tenant, thread_id)
+    edge(tenant, thread_id=thread_id, turn_id=turn_id)
+    th = yield from lock_thread(tenant, thread_id, incarnation)
     res = yield sa.select(TURNS).where(
         TURNS.c.id == turn_id, TURNS.c.thread_id == thread_id, TURNS.c.tenant == tenant
     )
@@ -821,7 +1104,7 @@ def complete_turn(
     answer = next((m.id for m in reversed(out) if m.role == "assistant"), None)
     yield (
         sa.update(TURNS)
-        .where(TURNS.c.id == turn_id)
+        .where(TURNS.c.tenant == tenant, TURNS.c.id == turn_id)
         .values(completed_at=ctx.now(), answer_message_id=answer or (out[-1].id if out else None))
     )
     return out
@@ -838,6 +1121,7 @@ def sibling(
 ) -> Op[Message]:
     """A new sibling of ``message_id`` made active (edit, regenerate). ``keep_turn``: it
     answers the same model input (a regeneration), so it carries the old ``turn_id``."""
+    edge(tenant, thread_id=thread_id, message_id=message_id)
     yield from lock_thread(tenant, thread_id)
     old = yield from get_message(tenant, thread_id, message_id)
     if require_role is not None and old.role != require_role:
@@ -851,6 +1135,7 @@ def sibling(
 
 def branches(tenant: str, thread_id: str, message_id: str) -> Op[list[Message]]:
     """The message and its siblings (alternatives at that point), in seq order."""
+    edge(tenant, thread_id=thread_id, message_id=message_id)
     msg = yield from get_message(tenant, thread_id, message_id)
     parent_cond = (
         MESSAGES.c.parent_id.is_(None)
@@ -866,13 +1151,19 @@ def branches(tenant: str, thread_id: str, message_id: str) -> Op[list[Message]]:
 
 
 def switch(tenant: str, thread_id: str, message_id: str) -> Op[Message]:
-    """Make the branch through ``message_id`` active: its newest descendant becomes the leaf."""
-    yield from lock_thread(tenant, thread_id)
+    """Make the branch through ``message_id`` active: its newest descendant becomes the
+    leaf. The walk down stops after ``next_seq`` steps (``RecordCorrupt``: a loop)."""
+    edge(tenant, thread_id=thread_id, message_id=message_id)
+    th = yield from lock_thread(tenant, thread_id)
     leaf = yield from get_message(tenant, thread_id, message_id)
-    while True:
+    for _ in range(int(th["next_seq"])):
         res = yield (
             sa.select(MESSAGES)
-            .where(MESSAGES.c.parent_id == leaf.id, MESSAGES.c.thread_id == thread_id)
+            .where(
+                MESSAGES.c.tenant == tenant,
+                MESSAGES.c.thread_id == thread_id,
+                MESSAGES.c.parent_id == leaf.id,
+            )
             .order_by(MESSAGES.c.seq.desc())
             .limit(1)
         )
@@ -880,16 +1171,19 @@ def switch(tenant: str, thread_id: str, message_id: str) -> Op[Message]:
         if row is None:
             break
         leaf = to_message(row)
-    yield sa.update(THREADS).where(THREADS.c.id == thread_id).values(active_leaf=leaf.id)
+    else:
+        raise corrupt_links(thread_id, message_id)
+    yield sa.update(THREADS).where(*_this_thread(tenant, thread_id)).values(active_leaf=leaf.id)
     return leaf
 
 
 def set_active_leaf(tenant: str, thread_id: str, message_id: str | None) -> Op[None]:
     """Point the thread at ``message_id``; ``None`` empties the active path."""
+    edge(tenant, thread_id=thread_id, message_id=message_id)
     yield from lock_thread(tenant, thread_id)
     if message_id is not None:
         yield from get_message(tenant, thread_id, message_id)
-    yield sa.update(THREADS).where(THREADS.c.id == thread_id).values(active_leaf=message_id)
+    yield sa.update(THREADS).where(*_this_thread(tenant, thread_id)).values(active_leaf=message_id)
 
 
 def rebase_path(
@@ -902,6 +1196,8 @@ def rebase_path(
     path carries ``copy_of`` (the original). The same list is a no-op; a shorter
     prefix of the path only moves the pointer back.
     """
+    edge(tenant, thread_id=thread_id)
+    messages = [clean_message(m) for m in messages]
     yield from lock_thread(tenant, thread_id)
     path = yield from read_path(tenant, thread_id)
     wanted = [
@@ -915,7 +1211,9 @@ def rebase_path(
     if i == len(wanted):
         if i < len(path):
             leaf = path[i - 1].id if i else None
-            yield sa.update(THREADS).where(THREADS.c.id == thread_id).values(active_leaf=leaf)
+            yield (
+                sa.update(THREADS).where(*_this_thread(tenant, thread_id)).values(active_leaf=leaf)
+            )
         return path[:i]
     originals: dict[str, list[Message]] = {}
     for msg, key in zip(path[i:], have[i:], strict=True):
@@ -946,9 +1244,12 @@ def _hashless(parts: Sequence[Part]) -> list[Part]:
 
 def archive_through(tenant: str, thread_id: str, seq: int) -> Op[int]:
     """Raise the archive watermark (never lowers it); messages are untouched."""
+    edge(tenant, thread_id=thread_id)
+    if type(seq) is not int or not 0 <= seq <= 2**31 - 1:
+        raise ConfigError(f"archive_through: seq must be an integer from 0 to 2**31-1, got {seq!r}")
     th = yield from lock_thread(tenant, thread_id)
     mark = max(int(th["archived_seq"]), seq)
-    yield sa.update(THREADS).where(THREADS.c.id == thread_id).values(archived_seq=mark)
+    yield sa.update(THREADS).where(*_this_thread(tenant, thread_id)).values(archived_seq=mark)
     return mark
 
 
@@ -966,6 +1267,7 @@ def fork_thread(
     server times; the source thread is untouched (a fork is a pointer into history,
     never a shared row).
     """
+    edge(tenant, key=key, thread_id=thread_id, at_message_id=at_message_id)
     src = yield from lock_thread(tenant, thread_id)
     path = yield from read_path(tenant, thread_id, at_message_id)
     if not path:
@@ -1018,7 +1320,9 @@ def fork_thread(
 
 
 def tree(tenant: str, thread_id: str) -> Op[ThreadTree]:
-    """Every message of the thread and the active path ids."""
+    """Every message of the thread and the active path ids (walked iteratively, at most
+    one step per message: a loop in stored links is ``RecordCorrupt``)."""
+    edge(tenant, thread_id=thread_id)
     th = to_thread((yield from read_thread(tenant, thread_id)))
     res = yield (
         sa.select(MESSAGES)
@@ -1028,8 +1332,12 @@ def tree(tenant: str, thread_id: str) -> Op[ThreadTree]:
     msgs = tuple(to_message(r) for r in res.mappings().all())
     by_id = {m.id: m for m in msgs}
     path: list[str] = []
+    seen: set[str] = set()
     cur = th.active_leaf
     while cur is not None and cur in by_id:
+        if cur in seen:
+            raise corrupt_links(thread_id, th.active_leaf)
+        seen.add(cur)
         path.append(cur)
         cur = by_id[cur].parent_id
     return ThreadTree(thread=th, messages=msgs, active_path_ids=tuple(reversed(path)))
@@ -1037,6 +1345,9 @@ def tree(tenant: str, thread_id: str) -> Op[ThreadTree]:
 
 def get_messages(tenant: str, thread_id: str, ids: Sequence[str]) -> Op[list[Message]]:
     """Messages by id (seq order); ids outside the thread are ignored."""
+    edge(tenant, thread_id=thread_id)
+    for i, mid in enumerate(ids):
+        check_id(mid, f"ids[{i}]", ID_CHARS)
     if not ids:
         return []
     res = yield (
@@ -1053,6 +1364,7 @@ def get_messages(tenant: str, thread_id: str, ids: Sequence[str]) -> Op[list[Mes
 
 def reconstruct_model_input(tenant: str, thread_id: str, turn_id: str) -> Op[ReconstructedInput]:
     """Rebuild what the model received on a turn from the record."""
+    edge(tenant, thread_id=thread_id, turn_id=turn_id)
     res = yield (
         sa.select(TURNS, TEMPLATES.c.text.label("system_prompt"))
         .select_from(
@@ -1101,6 +1413,12 @@ def search(
     ctx: Ctx, tenant: str, query: str, thread_id: str | None, limit: int
 ) -> Op[list[SearchHit]]:
     """Full-text search over the tenant's messages (FTS5 / PostgreSQL ``tsvector``)."""
+    edge(tenant, thread_id=thread_id)
+    if not isinstance(query, str):
+        raise ConfigError(f"search: query must be a string, got {type(query).__name__}")
+    if type(limit) is not int or limit < 0:
+        raise ConfigError(f"search: limit must be a non-negative integer, got {limit!r}")
+    query = clean_text(query)
     s = SEARCH
     if ctx.dialect == "sqlite":
         q = fts_query(query)
@@ -1117,7 +1435,9 @@ def search(
         order = MESSAGES.c.received_at.desc()
     stmt = (
         sa.select(s.c.message_id, s.c.thread_id, s.c.body, MESSAGES.c.seq)
-        .select_from(s.join(MESSAGES, MESSAGES.c.id == s.c.message_id))
+        .select_from(
+            s.join(MESSAGES, sa.and_(MESSAGES.c.tenant == s.c.tenant, MESSAGES.c.id == s.c.message_id))
+        )
         .where(cond, s.c.tenant == tenant, MESSAGES.c.tenant == tenant)
         .order_by(order)
         .limit(limit)
@@ -1143,6 +1463,11 @@ def add_derived(
     source_message_ids: Sequence[str],
 ) -> Op[DerivedMemory]:
     """Record a memory derived from the thread, citing its source messages."""
+    edge(tenant, thread_id=thread_id)
+    kind = bounded(kind, "kind", 100, blank=False)
+    if not isinstance(content, str):
+        raise ConfigError(f"add_derived: content must be a string, got {type(content).__name__}")
+    content = clean_text(content)
     yield from lock_thread(tenant, thread_id)
     found = yield from get_messages(tenant, thread_id, source_message_ids)
     missing = set(source_message_ids) - {m.id for m in found}
@@ -1164,6 +1489,7 @@ def add_derived(
 
 def list_derived(tenant: str, thread_id: str) -> Op[list[DerivedMemory]]:
     """The thread's derived memories, tombstones included."""
+    edge(tenant, thread_id=thread_id)
     yield from read_thread(tenant, thread_id)
     res = yield (
         sa.select(DERIVED)
@@ -1176,26 +1502,38 @@ def list_derived(tenant: str, thread_id: str) -> Op[list[DerivedMemory]]:
 # ---------------------------------------------------------------- redaction and deletion
 
 
-def _needles(parts: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The strings a redaction hunts for in rendered blocks, snapshots and extras."""
+#: A stored string at least this long that is the start of a redacted text is that
+#: text cut short (a session keeps questions cut to its limit): it is replaced whole.
+PREFIX_MIN = 16
+
+
+def text_forms(text: str) -> set[str]:
+    """Every form of ``text`` a derived copy may hold: as written, each of its lines, and
+    as the renderer quotes it in a session block (``convmem.render.inert``: one line,
+    ``"`` and ``#`` mapped, cut to the question budget) with and without its ellipsis.
+    Forms shorter than three characters are left alone (they would hit everything)."""
+    forms = {text, *text.splitlines()}
+    shown = inert(text, max_tokens=QUESTION_TOKENS)
+    forms.add(shown)
+    if shown.endswith("…"):
+        forms.add(shown[:-1].rstrip())
+    return {f for f in forms if len(f.strip()) >= 3}
+
+
+def _needles(parts: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The forms of a message's content a redaction hunts for in derived copies."""
     found: set[str] = set()
-
-    def add(text: str) -> None:
-        if len(text.strip()) >= 3:
-            found.add(text)
-            found.update(line for line in text.splitlines() if len(line.strip()) >= 3)
-
     for p in parts:
         if p.get("kind") == "text":
-            add(str(p["text"]))
+            found |= text_forms(str(p["text"]))
         elif p.get("kind") == "tool_result":
-            add(str(p["content"]))
+            found |= text_forms(str(p["content"]))
         elif p.get("kind") == "tool_call":
             for v in _strings(p.get("arguments")):
-                add(v)
+                found |= text_forms(v)
         elif p.get("kind") == "attachment_ref":
-            add(str(p.get("name", "")))
-    return sorted(found, key=len, reverse=True)
+            found |= text_forms(str(p.get("name", "")))
+    return found
 
 
 def _strings(obj: Any) -> Iterable[str]:
@@ -1210,8 +1548,12 @@ def _strings(obj: Any) -> Iterable[str]:
 
 
 def scrub(obj: Any, needles: Sequence[str], replacement: str) -> Any:
-    """``obj`` with every needle inside every string replaced."""
+    """``obj`` with every needle inside every string replaced; a string that is the
+    start of a needle (at least ``PREFIX_MIN`` characters: the text cut short) goes
+    whole. ``needles`` longest first."""
     if isinstance(obj, str):
+        if len(obj) >= PREFIX_MIN and any(n.startswith(obj) for n in needles):
+            return replacement
         for n in needles:
             obj = obj.replace(n, replacement)
         return obj
@@ -1222,15 +1564,19 @@ def scrub(obj: Any, needles: Sequence[str], replacement: str) -> Any:
     return obj
 
 
-def _derived_needles(extra: Mapping[str, Any]) -> list[str]:
+def _derived_needles(extra: Mapping[str, Any]) -> set[str]:
     """Text derived from a message that ``SessionMemory`` notes in its ``extra``
     (``convmem.rewritten`` / ``convmem.sent_as``): it quotes the message in other words,
-    so it goes wherever the message's own text goes."""
+    so it goes wherever the message's own text goes, in all its forms."""
     ours = extra.get("convmem")
     if not isinstance(ours, Mapping):
-        return []
-    found = (ours.get(k) for k in ("rewritten", "sent_as"))
-    return [v for v in found if isinstance(v, str) and len(v.strip()) >= 3]
+        return set()
+    found: set[str] = set()
+    for k in ("rewritten", "sent_as"):
+        v = ours.get(k)
+        if isinstance(v, str):
+            found |= text_forms(v)
+    return found
 
 
 def redact_parts(parts: Sequence[Mapping[str, Any]], replacement: str) -> list[JSONDict]:
@@ -1249,6 +1595,16 @@ def redact_parts(parts: Sequence[Mapping[str, Any]], replacement: str) -> list[J
     return out
 
 
+def quotes(turn: Mapping[str, Any], ids: set[str]) -> bool:
+    """Whether a model-input record may quote one of ``ids``: by its links (its own user
+    message, ``quoted_message_ids``), or — links unknown (``NULL``: written before
+    revision 0003 or by a caller who did not say) — possibly, so it is scanned."""
+    quoted = turn["quoted_message_ids"]
+    if quoted is None:
+        return True
+    return turn["user_message_id"] in ids or not ids.isdisjoint(quoted)
+
+
 def redact(
     ctx: Ctx,
     tenant: str,
@@ -1260,13 +1616,18 @@ def redact(
 ) -> Op[RedactionReceipt]:
     """Rewrite a message's content everywhere it was copied; keep ids, places and tree.
 
-    Reaches the message, every row that is a copy of it or that it copies (across
-    forks), the model-input records quoting it, attachments it referenced, the
-    search index, and derived memories citing any of those rows (tombstoned); logs
-    who, when and why.
+    Reaches, by link: the message and every row that is a copy of it or that it
+    copies (``copy_of``, across forks), the search rows of those, the derived memories
+    citing any of them (tombstoned), the attachments they referenced, and the
+    model-input records quoting them (``quotes``), where every form of the text
+    (``text_forms``: as written, per line, as the renderer quotes it) is replaced in
+    the rendered block and the state snapshot. Logs who, when and why (ids only).
     """
-    if not actor.strip() or not reason.strip():
+    edge(tenant, thread_id=thread_id, message_id=message_id)
+    actor = bounded(actor, "actor", 200, blank=False)
+    if not isinstance(reason, str) or not reason.strip():
         raise ConfigError("redact: actor and reason are required (they go to the redaction log)")
+    reason, replacement = clean_text(reason), clean_text(replacement)
     yield from lock_thread(tenant, thread_id)
     target = yield from get_message(tenant, thread_id, message_id)
     root = target.copy_of or target.id
@@ -1275,19 +1636,21 @@ def redact(
         sa.or_(MESSAGES.c.id == root, MESSAGES.c.copy_of == root),
     )
     rows = [dict(r) for r in res.mappings().all()]
-    needles: list[str] = []
+    found: set[str] = set()
     for r in rows:
-        needles.extend(_needles(r["parts"] or []))
-        needles.extend(_derived_needles(r["extra"] or {}))
-    needles = sorted(set(needles), key=len, reverse=True)
+        found |= _needles(r["parts"] or [])
+        found |= _derived_needles(r["extra"] or {})
+    found.discard(replacement)
+    needles = sorted(found, key=len, reverse=True)
     now = ctx.now()
     ids = sorted(r["id"] for r in rows)
+    idset = set(ids)
     threads = sorted({r["thread_id"] for r in rows})
     refs = attachment_refs(r["parts"] or [] for r in rows if r["redacted_at"] is None)
     for r in rows:
         yield (
             sa.update(MESSAGES)
-            .where(MESSAGES.c.id == r["id"])
+            .where(MESSAGES.c.tenant == tenant, MESSAGES.c.id == r["id"])
             .values(
                 parts=redact_parts(r["parts"] or [], replacement),
                 extra=scrub(r["extra"] or {}, needles, replacement),
@@ -1295,29 +1658,31 @@ def redact(
             )
         )
     removed = yield from drop_attachment_refs(tenant, refs)
-    yield sa.delete(SEARCH).where(SEARCH.c.message_id.in_(ids))
+    yield sa.delete(SEARCH).where(SEARCH.c.tenant == tenant, SEARCH.c.message_id.in_(ids))
     res = yield sa.select(TURNS).where(TURNS.c.tenant == tenant, TURNS.c.thread_id.in_(threads))
     turn_ids: list[str] = []
     for t in res.mappings().all():
+        if not quotes(t, idset):
+            continue
         block = scrub(t["rendered_block"], needles, replacement)
         snap = scrub(t["state_snapshot"] or {}, needles, replacement)
         if block != t["rendered_block"] or snap != (t["state_snapshot"] or {}):
             turn_ids.append(t["id"])
             yield (
                 sa.update(TURNS)
-                .where(TURNS.c.id == t["id"])
+                .where(TURNS.c.tenant == tenant, TURNS.c.id == t["id"])
                 .values(rendered_block=block, state_snapshot=snap)
             )
     res = yield sa.select(DERIVED).where(
         DERIVED.c.tenant == tenant, DERIVED.c.thread_id.in_(threads)
     )
     derived_ids = sorted(
-        d["id"] for d in res.mappings().all() if set(d["source_message_ids"] or ()) & set(ids)
+        d["id"] for d in res.mappings().all() if set(d["source_message_ids"] or ()) & idset
     )
     if derived_ids:
         yield (
             sa.update(DERIVED)
-            .where(DERIVED.c.id.in_(derived_ids))
+            .where(DERIVED.c.tenant == tenant, DERIVED.c.id.in_(derived_ids))
             .values(content="", tombstoned_at=now)
         )
     redaction_id = new_id()
@@ -1349,6 +1714,7 @@ def optimize_search() -> Op[None]:
 
 def delete_thread(ctx: Ctx, tenant: str, thread_id: str) -> Op[DeletionReceipt]:
     """Remove the thread and everything of it; release its attachment references."""
+    edge(tenant, thread_id=thread_id)
     yield from lock_thread(tenant, thread_id)
     res = yield sa.select(MESSAGES.c.parts).where(
         MESSAGES.c.thread_id == thread_id, MESSAGES.c.tenant == tenant
@@ -1399,148 +1765,12 @@ def expired_threads(
     return expired, held
 
 
-# ---------------------------------------------------------------- export / import
-
-
-def export_thread(tenant: str, thread_id: str) -> Op[dict[str, Any]]:
-    """The whole thread as an export document (see ``convmem.transcript.export``)."""
-    th = yield from read_thread(tenant, thread_id)
-    res = yield (
-        sa.select(MESSAGES)
-        .where(MESSAGES.c.thread_id == thread_id, MESSAGES.c.tenant == tenant)
-        .order_by(MESSAGES.c.seq)
-    )
-    msgs = [dict(r) for r in res.mappings().all()]
-    shas = sorted(attachment_refs(m["parts"] or [] for m in msgs))
-    atts: list[dict[str, Any]] = []
-    if shas:
-        res = yield (
-            sa.select(ATTACHMENTS)
-            .where(ATTACHMENTS.c.tenant == tenant, ATTACHMENTS.c.sha256.in_(shas))
-            .order_by(ATTACHMENTS.c.sha256)
-        )
-        atts = [dict(r) for r in res.mappings().all()]
-    res = yield (
-        sa.select(TURNS, TEMPLATES.c.text.label("system_prompt"))
-        .select_from(
-            TURNS.outerjoin(
-                TEMPLATES,
-                sa.and_(
-                    TEMPLATES.c.tenant == TURNS.c.tenant,
-                    TEMPLATES.c.sha256 == TURNS.c.template_sha256,
-                ),
-            )
-        )
-        .where(TURNS.c.thread_id == thread_id, TURNS.c.tenant == tenant)
-    )
-    turns = [dict(r) for r in res.mappings().all()]
-    res = yield sa.select(DERIVED).where(
-        DERIVED.c.thread_id == thread_id, DERIVED.c.tenant == tenant
-    )
-    derived = [dict(r) for r in res.mappings().all()]
-    res = yield sa.select(REDACTIONS).where(
-        REDACTIONS.c.thread_id == thread_id, REDACTIONS.c.tenant == tenant
-    )
-    redactions = [dict(r) for r in res.mappings().all()]
-    ts = ex.ts_to_str
-    return {
-        "format": ex.FORMAT,
-        "version": ex.VERSION,
-        "thread": {
-            "id": th["id"],
-            "key": th["key"],
-            "owner": th["owner"],
-            "title": th["title"],
-            "metadata": th["metadata"] or {},
-            "created_at": ts(th["created_at"]),
-            "updated_at": ts(th["updated_at"]),
-            "retention": th["retention"],
-            "active_leaf": th["active_leaf"],
-            "next_seq": th["next_seq"],
-            "archived_seq": th["archived_seq"],
-            "forked_from": th["forked_from"],
-        },
-        "messages": [
-            {
-                "id": m["id"],
-                "parent_id": m["parent_id"],
-                "seq": m["seq"],
-                "role": m["role"],
-                "author": m["author"],
-                "parts": m["parts"] or [],
-                "extra": m["extra"] or {},
-                "received_at": ts(m["received_at"]),
-                "client_ts": ts(m["client_ts"]),
-                "visibility": m["visibility"],
-                "copy_of": m["copy_of"],
-                "turn_id": m["turn_id"],
-                "redacted_at": ts(m["redacted_at"]),
-            }
-            for m in msgs
-        ],
-        "attachments": [
-            {
-                "sha256": a["sha256"],
-                "media_type": a["media_type"],
-                "size": a["size"],
-                "data_base64": ex.b64(bytes(a["data"])),
-            }
-            for a in atts
-        ],
-        "model_inputs": ex.sort_by_time(
-            [
-                {
-                    "id": t["id"],
-                    "user_message_id": t["user_message_id"],
-                    "rendered_block": t["rendered_block"],
-                    "state_snapshot": t["state_snapshot"] or {},
-                    "sent_message_ids": t["sent_message_ids"] or [],
-                    "system_prompt": t["system_prompt"],
-                    "system_prompt_sha256": t["template_sha256"],
-                    "tool_schemas": t["tool_schemas"] or [],
-                    "model": t["model"],
-                    "model_params": t["model_params"] or {},
-                    "created_at": ts(t["created_at"]),
-                    "completed_at": ts(t["completed_at"]),
-                    "answer_message_id": t["answer_message_id"],
-                }
-                for t in turns
-            ],
-            "created_at",
-        ),
-        "derived": ex.sort_by_time(
-            [
-                {
-                    "id": d["id"],
-                    "kind": d["kind"],
-                    "content": d["content"],
-                    "source_message_ids": d["source_message_ids"] or [],
-                    "created_at": ts(d["created_at"]),
-                    "tombstoned_at": ts(d["tombstoned_at"]),
-                }
-                for d in derived
-            ],
-            "created_at",
-        ),
-        "redactions": ex.sort_by_time(
-            [
-                {
-                    "id": r["id"],
-                    "message_id": r["message_id"],
-                    "actor": r["actor"],
-                    "reason": r["reason"],
-                    "at": ts(r["at"]),
-                    "affected": r["affected"] or {},
-                }
-                for r in redactions
-            ],
-            "at",
-        ),
-    }
+# ---------------------------------------------------------------- user view, attachments
 
 
 def export_user_view(tenant: str, thread_id: str) -> Op[dict[str, Any]]:
     """What the user saw: the active path, conversation messages only."""
+    edge(tenant, thread_id=thread_id)
     th = yield from read_thread(tenant, thread_id)
     path = yield from read_path(tenant, thread_id)
     return {
@@ -1572,155 +1802,11 @@ def export_user_view(tenant: str, thread_id: str) -> Op[dict[str, Any]]:
     }
 
 
-def _remap(doc: dict[str, Any]) -> dict[str, Any]:
-    """The document with fresh thread, message, turn, derived and redaction ids."""
-    mapping: dict[str, str] = {doc["thread"]["id"]: new_id()}
-    for section in ("messages", "model_inputs", "derived", "redactions"):
-        for item in doc[section]:
-            mapping[item["id"]] = new_id()
-
-    def m(value: Any) -> Any:
-        return mapping.get(value, value) if isinstance(value, str) else value
-
-    out: dict[str, Any] = json.loads(json.dumps(doc))
-    th = out["thread"]
-    th.update(id=m(th["id"]), active_leaf=m(th["active_leaf"]), key=None)
-    for msg in out["messages"]:
-        for k in ("id", "parent_id", "copy_of", "turn_id"):
-            msg[k] = m(msg[k])
-    for t in out["model_inputs"]:
-        for k in ("id", "user_message_id", "answer_message_id"):
-            t[k] = m(t[k])
-        t["sent_message_ids"] = [m(i) for i in t["sent_message_ids"]]
-    for d in out["derived"]:
-        d["id"] = m(d["id"])
-        d["source_message_ids"] = [m(i) for i in d["source_message_ids"]]
-    for r in out["redactions"]:
-        r["id"], r["message_id"] = m(r["id"]), m(r["message_id"])
-        r["affected"] = {k: [m(i) for i in v] for k, v in r["affected"].items()}
-    return out
-
-
-def _ts(value: Any) -> datetime | None:
-    dt = ex.str_to_ts(value)
-    return None if dt is None else naive_utc(dt)
-
-
-def import_thread(ctx: Ctx, tenant: str, doc: dict[str, Any], new_ids: bool) -> Op[Thread]:
-    """Insert an export document into ``tenant`` keeping ids, sequences and times."""
-    if new_ids:
-        doc = _remap(doc)
-    th = doc["thread"]
-    values = {
-        "id": th["id"],
-        "tenant": tenant,
-        "key": th["key"],
-        "owner": th["owner"],
-        "title": th["title"],
-        "metadata": th["metadata"],
-        "created_at": _ts(th["created_at"]),
-        "updated_at": _ts(th["updated_at"]),
-        "retention": th["retention"],
-        "active_leaf": th["active_leaf"],
-        "next_seq": int(th["next_seq"]),
-        "archived_seq": int(th["archived_seq"]),
-        "forked_from": th["forked_from"],
-    }
-    res = (
-        yield ctx.insert(THREADS).values(**values).on_conflict_do_nothing().returning(THREADS.c.id)
-    )
-    if res.first() is None:
-        raise ThreadExists(
-            f"thread {th['id']!r} (key {th['key']!r}) already exists; import with --new-id"
-        )
-    rows = [
-        {
-            "id": m["id"],
-            "thread_id": th["id"],
-            "tenant": tenant,
-            "parent_id": m["parent_id"],
-            "seq": int(m["seq"]),
-            "role": m["role"],
-            "author": m["author"],
-            "parts": m["parts"],
-            "extra": m["extra"],
-            "received_at": _ts(m["received_at"]),
-            "client_ts": _ts(m["client_ts"]),
-            "visibility": m["visibility"],
-            "copy_of": m["copy_of"],
-            "turn_id": m["turn_id"],
-            "redacted_at": _ts(m["redacted_at"]),
-        }
-        for m in doc["messages"]
-    ]
-    blobs: dict[str, JSONDict] = {}
-    for a in doc["attachments"]:
-        data = ex.unb64(a["data_base64"])
-        if _sha256(data) != a["sha256"]:
-            raise ConfigError(f"import: attachment {a['sha256']} does not match its data")
-        blobs[a["sha256"]] = {
-            "tenant": tenant,
-            "sha256": a["sha256"],
-            "media_type": a["media_type"],
-            "size": int(a["size"]),
-            "data": data,
-            "refcount": 0,
-            "created_at": ctx.now(),
-        }
-    yield from add_attachment_refs(
-        ctx, tenant, attachment_refs(r["parts"] for r in rows if r["redacted_at"] is None), blobs
-    )
-    yield from insert_message_rows(ctx, rows)
-    for t in doc["model_inputs"]:
-        if t["system_prompt"] is not None:
-            yield (
-                ctx.insert(TEMPLATES)
-                .values(tenant=tenant, sha256=t["system_prompt_sha256"], text=t["system_prompt"])
-                .on_conflict_do_nothing()
-            )
-        yield sa.insert(TURNS).values(
-            id=t["id"],
-            thread_id=th["id"],
-            tenant=tenant,
-            user_message_id=t["user_message_id"],
-            rendered_block=t["rendered_block"],
-            state_snapshot=t["state_snapshot"],
-            sent_message_ids=t["sent_message_ids"],
-            template_sha256=t["system_prompt_sha256"],
-            tool_schemas=t["tool_schemas"],
-            model=t["model"],
-            model_params=t["model_params"],
-            created_at=_ts(t["created_at"]),
-            completed_at=_ts(t["completed_at"]),
-            answer_message_id=t["answer_message_id"],
-        )
-    for d in doc["derived"]:
-        yield sa.insert(DERIVED).values(
-            id=d["id"],
-            thread_id=th["id"],
-            tenant=tenant,
-            kind=d["kind"],
-            content=d["content"],
-            source_message_ids=d["source_message_ids"],
-            created_at=_ts(d["created_at"]),
-            tombstoned_at=_ts(d["tombstoned_at"]),
-        )
-    for r in doc["redactions"]:
-        yield sa.insert(REDACTIONS).values(
-            id=r["id"],
-            thread_id=th["id"],
-            tenant=tenant,
-            message_id=r["message_id"],
-            actor=r["actor"],
-            reason=r["reason"],
-            at=_ts(r["at"]),
-            affected=r["affected"],
-        )
-    return to_thread(values)
-
-
 def get_attachment(tenant: str, sha256: str) -> Op[bytes]:
     """Attachment bytes by digest, within the tenant."""
+    edge(tenant)
+    if not isinstance(sha256, str) or len(sha256) > ID_CHARS:
+        raise ConfigError(f"sha256 must be a digest string, got {sha256!r:.80}")
     res = yield sa.select(ATTACHMENTS.c.data).where(
         ATTACHMENTS.c.tenant == tenant, ATTACHMENTS.c.sha256 == sha256
     )

@@ -246,6 +246,9 @@ class Thread:
     active_leaf: str | None
     archived_seq: int
     forked_from: str | None
+    #: Fresh whenever the row is created (never exported): a turn binds to it, so a
+    #: thread deleted and re-created under the same id or key is another thread to it.
+    incarnation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +256,10 @@ class ModelInput:
     """What the model is about to receive on a turn (commit point 1).
 
     ``system_prompt`` is stored once per tenant under its sha256, so a template
-    used by a million turns costs one row.
+    used by a million turns costs one row. ``quoted_message_ids`` links the record to
+    the messages its block and snapshot quote, so redaction finds those copies by
+    link; ``None`` (the default) means "not known" and redaction scans the record for
+    every form of a redacted text instead.
     """
 
     rendered_block: str = ""
@@ -263,6 +269,7 @@ class ModelInput:
     tool_schemas: Sequence[JSONDict] = ()
     model: str | None = None
     model_params: JSONDict = field(default_factory=dict)
+    quoted_message_ids: Sequence[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +279,16 @@ class TurnRecord:
     turn_id: str
     thread_id: str
     user_message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBinding:
+    """What a turn is bound to when it begins (``TranscriptStore.bind_turn``): the
+    thread (its ``incarnation`` is what the turn's writes must find again) and the
+    thread's last user messages as rows (``id``, ``parts``, ``extra``), newest first."""
+
+    thread: Thread
+    recent_user_messages: tuple[JSONDict, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,15 @@ cannot be written or read" (connection, lock timeout, pool exhaustion) surfaces 
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 import logging
+import os
+import tempfile
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -31,9 +35,11 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.util import greenlet_spawn
 
 from convmem.errors import ConfigError, TranscriptUnavailable
+from convmem.transcript import exchange, ops
 from convmem.transcript import migrate as _migrate
-from convmem.transcript import ops
-from convmem.transcript.export import canonical_dumps, load_document
+from convmem.transcript.document import ImportLimits
+from convmem.transcript.errors import ImportRefused
+from convmem.transcript.export import canonical_dumps
 from convmem.transcript.models import CONTENT_TABLES
 from convmem.transcript.pool import drop_hung_up_connections
 from convmem.transcript.records import (
@@ -50,6 +56,7 @@ from convmem.transcript.records import (
     SweepReport,
     Thread,
     ThreadTree,
+    TurnBinding,
     TurnRecord,
 )
 
@@ -58,6 +65,49 @@ T = TypeVar("T")
 Progress = Callable[[int, int], None]
 _UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
 _Content = str | Sequence[Part]
+
+
+ImportSource = str | bytes | Mapping[str, Any] | BinaryIO | os.PathLike[str]
+
+
+def _open_source(data: ImportSource) -> tuple[BinaryIO, bool]:
+    """The document as a seekable binary stream, and whether it is ours to close."""
+    if isinstance(data, Mapping):
+        try:
+            text = json.dumps(dict(data), ensure_ascii=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ImportRefused("$", f"is not JSON data: {exc}") from None
+        return io.BytesIO(text.encode("ascii")), True
+    if isinstance(data, str):
+        return io.BytesIO(data.encode("utf-8", "surrogatepass")), True
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return io.BytesIO(bytes(data)), True
+    if isinstance(data, os.PathLike):
+        return open(data, "rb"), True
+    if hasattr(data, "read"):
+        if data.seekable():
+            return data, False
+        spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the caller
+        while chunk := data.read(1 << 20):
+            spool.write(chunk)
+        spool.seek(0)
+        return spool, True  # type: ignore[return-value]
+    raise ConfigError(
+        "import_thread: data must be the document as text, bytes, a mapping, a binary "
+        f"stream or a path; got {type(data).__name__}"
+    )
+
+
+def _needs_thread(data: ImportSource) -> bool:
+    """Opening ``data`` touches the disk (a path, a stream to spool)."""
+    return isinstance(data, os.PathLike) or (
+        hasattr(data, "read") and not isinstance(data, io.BytesIO)
+    )
+
+
+def _collided(exc: sa.exc.IntegrityError) -> ImportRefused:
+    """A unique key taken by a writer between validation and writing."""
+    return ImportRefused("$", f"collides with rows written meanwhile ({exc.orig})")
 
 
 def _utcnow() -> datetime:
@@ -103,7 +153,31 @@ def _sqlite_setup(engine: sa.Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+_FILE_IO = (ops.Read, ops.Rewind, ops.Write)
+
+
+def _file_io(step: ops.Read | ops.Rewind | ops.Write) -> Any:
+    """A document read or write an operation asked for (import / export)."""
+    if isinstance(step, ops.Read):
+        return step.source.read(step.size)
+    if isinstance(step, ops.Rewind):
+        step.source.seek(0)
+        return None
+    step.sink.write(step.data)
+    return None
+
+
+async def _afile_io(step: ops.Read | ops.Rewind | ops.Write) -> Any:
+    """``_file_io`` off the event loop, unless the stream is in memory."""
+    stream = step.sink if isinstance(step, ops.Write) else step.source
+    if isinstance(stream, io.BytesIO):
+        return _file_io(step)
+    return await asyncio.to_thread(_file_io, step)
+
+
 def _execute(execute: Callable[..., T], step: ops.Step) -> T:
+    if isinstance(step, _FILE_IO):
+        return _file_io(step)  # type: ignore[no-any-return]
     if isinstance(step, ops.Alone):
         return execute(step.statement, step.params)
     return execute(*step) if isinstance(step, tuple) else execute(step)
@@ -133,7 +207,10 @@ async def _adrive(
     """Run a statement generator, whose first step is ``step``, with an awaitable ``execute``."""
     try:
         while True:
-            step = op.send(await _execute(execute, step))
+            result = await _afile_io(step) if isinstance(step, _FILE_IO) else await _execute(
+                execute, step
+            )
+            step = op.send(result)
             if alone:
                 _after_alone(op)
     except StopIteration as stop:
@@ -195,7 +272,9 @@ class TranscriptStore:
         """Run this first step without BEGIN/COMMIT (PostgreSQL; SQLite keeps its lock)."""
         return isinstance(step, ops.Alone) and self.dialect == "postgresql"
 
-    def _run(self, op: ops.Op[T], *, write: bool = False) -> T:
+    def _run(self, op: ops.Op[T], *, write: bool = False, snapshot: bool = False) -> T:
+        """Run ``op`` in one transaction (``snapshot``: every read of it sees one moment,
+        REPEATABLE READ on PostgreSQL; SQLite's read transactions always do)."""
         try:
             step = next(op)
         except StopIteration as stop:
@@ -207,6 +286,8 @@ class TranscriptStore:
                     return _drive(conn.execute, op, step, alone=True)
                 if write:
                     conn.execution_options(convmem_write=True)
+                if snapshot and self.dialect == "postgresql":
+                    conn.execution_options(isolation_level="REPEATABLE READ")
                 with conn.begin():
                     return _drive(conn.execute, op, step, alone=False)
         except _UNAVAILABLE as exc:
@@ -240,7 +321,7 @@ class TranscriptStore:
             return self.async_engine
         return self._unpooled
 
-    async def _arun(self, op: ops.Op[T], *, write: bool = False) -> T:
+    async def _arun(self, op: ops.Op[T], *, write: bool = False, snapshot: bool = False) -> T:
         try:
             step = next(op)
         except StopIteration as stop:
@@ -252,6 +333,8 @@ class TranscriptStore:
                     return await _adrive(conn.execute, op, step, alone=True)
                 if write:
                     await conn.execution_options(convmem_write=True)
+                if snapshot and self.dialect == "postgresql":
+                    await conn.execution_options(isolation_level="REPEATABLE READ")
                 async with conn.begin():
                     return await _adrive(conn.execute, op, step, alone=False)
         except _UNAVAILABLE as exc:
@@ -363,7 +446,11 @@ class TranscriptStore:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> Thread:
-        """The one thread of ``tenant`` for the application's ``key`` (any string)."""
+        """The one thread of ``tenant`` for the application's ``key`` (any string):
+        one read when it exists (the common case), an upsert when it does not."""
+        found = self._run(ops.find_thread(tenant, key))
+        if found is not None:
+            return found
         return self._run(
             ops.get_or_create_thread(
                 self._ctx, tenant, key, owner=owner, title=title, metadata=metadata
@@ -381,12 +468,34 @@ class TranscriptStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> Thread:
         """Async ``get_or_create_thread``."""
+        found = await self._arun(ops.find_thread(tenant, key))
+        if found is not None:
+            return found
         return await self._arun(
             ops.get_or_create_thread(
                 self._ctx, tenant, key, owner=owner, title=title, metadata=metadata
             ),
             write=True,
         )
+
+    def bind_turn(self, tenant: str, key: str, *, recent: int = 12) -> TurnBinding:
+        """What a turn binds to when it begins (``SessionMemory`` calls this once per
+        turn): the key's thread, created if need be, whose ``incarnation`` the turn's
+        writes must find again (``incarnation=`` on ``begin_turn_record``,
+        ``complete_turn``, ``append``), and the ids, parts and ``extra`` of its last
+        ``recent`` user messages (what the turn's block may quote). One read when the
+        thread exists."""
+        found = self._run(ops.bind_turn(tenant, key, recent))
+        if found is None:
+            return TurnBinding(self.get_or_create_thread(tenant, key), ())
+        return TurnBinding(found[0], tuple(found[1]))
+
+    async def abind_turn(self, tenant: str, key: str, *, recent: int = 12) -> TurnBinding:
+        """Async ``bind_turn``."""
+        found = await self._arun(ops.bind_turn(tenant, key, recent))
+        if found is None:
+            return TurnBinding(await self.aget_or_create_thread(tenant, key), ())
+        return TurnBinding(found[0], tuple(found[1]))
 
     def get_thread(self, tenant: str, thread_id: str) -> Thread:
         """One thread."""
@@ -456,11 +565,15 @@ class TranscriptStore:
         *,
         parent_id: str | ops._Active | None = ops.ACTIVE,
         activate: bool = True,
+        incarnation: str | None = None,
     ) -> list[Message]:
-        """Append after the active leaf (locked), or under ``parent_id`` as a branch."""
+        """Append after the active leaf (locked), or under ``parent_id`` as a branch.
+        ``incarnation`` (a turn's binding): only into that incarnation of the thread,
+        else ``ThreadDeleted`` and nothing written."""
         batch = [messages] if isinstance(messages, NewMessage) else list(messages)
         return self._run(
-            ops.append(self._ctx, tenant, thread_id, batch, parent_id, activate), write=True
+            ops.append(self._ctx, tenant, thread_id, batch, parent_id, activate, incarnation),
+            write=True,
         )
 
     async def aappend(
@@ -471,11 +584,13 @@ class TranscriptStore:
         *,
         parent_id: str | ops._Active | None = ops.ACTIVE,
         activate: bool = True,
+        incarnation: str | None = None,
     ) -> list[Message]:
         """Async ``append``."""
         batch = [messages] if isinstance(messages, NewMessage) else list(messages)
         return await self._arun(
-            ops.append(self._ctx, tenant, thread_id, batch, parent_id, activate), write=True
+            ops.append(self._ctx, tenant, thread_id, batch, parent_id, activate, incarnation),
+            write=True,
         )
 
     def begin_turn_record(
@@ -486,11 +601,13 @@ class TranscriptStore:
         model_input: ModelInput,
         *,
         parent_id: str | ops._Active | None = ops.ACTIVE,
+        incarnation: str | None = None,
     ) -> TurnRecord:
-        """Commit point 1, before the model call (``TranscriptUnavailable`` if it fails)."""
+        """Commit point 1, before the model call (``TranscriptUnavailable`` if it fails;
+        ``ThreadDeleted`` if ``incarnation`` is no longer the thread's)."""
         return self._run(
             ops.begin_turn_record(
-                self._ctx, tenant, thread_id, user_message, model_input, parent_id
+                self._ctx, tenant, thread_id, user_message, model_input, parent_id, incarnation
             ),
             write=True,
         )
@@ -503,29 +620,44 @@ class TranscriptStore:
         model_input: ModelInput,
         *,
         parent_id: str | ops._Active | None = ops.ACTIVE,
+        incarnation: str | None = None,
     ) -> TurnRecord:
         """Async ``begin_turn_record``."""
         return await self._arun(
             ops.begin_turn_record(
-                self._ctx, tenant, thread_id, user_message, model_input, parent_id
+                self._ctx, tenant, thread_id, user_message, model_input, parent_id, incarnation
             ),
             write=True,
         )
 
     def complete_turn(
-        self, tenant: str, thread_id: str, turn_id: str, messages: Sequence[NewMessage]
+        self,
+        tenant: str,
+        thread_id: str,
+        turn_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        incarnation: str | None = None,
     ) -> list[Message]:
         """Commit point 2: tool calls, results and answer in one transaction."""
         return self._run(
-            ops.complete_turn(self._ctx, tenant, thread_id, turn_id, list(messages)), write=True
+            ops.complete_turn(self._ctx, tenant, thread_id, turn_id, list(messages), incarnation),
+            write=True,
         )
 
     async def acomplete_turn(
-        self, tenant: str, thread_id: str, turn_id: str, messages: Sequence[NewMessage]
+        self,
+        tenant: str,
+        thread_id: str,
+        turn_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        incarnation: str | None = None,
     ) -> list[Message]:
         """Async ``complete_turn``."""
         return await self._arun(
-            ops.complete_turn(self._ctx, tenant, thread_id, turn_id, list(messages)), write=True
+            ops.complete_turn(self._ctx, tenant, thread_id, turn_id, list(messages), incarnation),
+            write=True,
         )
 
     @staticmethod
@@ -757,12 +889,26 @@ class TranscriptStore:
     # ------------------------------------------------------------ export / import
 
     def export_thread(self, tenant: str, thread_id: str) -> str:
-        """The whole thread as canonical JSON (``convmem.thread`` v1)."""
-        return canonical_dumps(self._run(ops.export_thread(tenant, thread_id)))
+        """The whole thread as canonical JSON (``convmem.thread`` v1); for big threads
+        ``export_thread_to`` streams it instead."""
+        out = io.BytesIO()
+        self.export_thread_to(tenant, thread_id, out)
+        return out.getvalue().decode("utf-8")
 
     async def aexport_thread(self, tenant: str, thread_id: str) -> str:
         """Async ``export_thread``."""
-        return canonical_dumps(await self._arun(ops.export_thread(tenant, thread_id)))
+        out = io.BytesIO()
+        await self.aexport_thread_to(tenant, thread_id, out)
+        return out.getvalue().decode("utf-8")
+
+    def export_thread_to(self, tenant: str, thread_id: str, sink: BinaryIO) -> None:
+        """Write the canonical export to a binary stream, a page at a time: memory holds
+        one page of the thread, never all of it (``convmem.transcript.exchange``)."""
+        self._run(exchange.export_thread(self._ctx, tenant, thread_id, sink), snapshot=True)
+
+    async def aexport_thread_to(self, tenant: str, thread_id: str, sink: BinaryIO) -> None:
+        """Async ``export_thread_to`` (writes to a file happen off the event loop)."""
+        await self._arun(exchange.export_thread(self._ctx, tenant, thread_id, sink), snapshot=True)
 
     def export_user_view(self, tenant: str, thread_id: str) -> str:
         """The user's view (active path, conversation only) as canonical JSON."""
@@ -773,18 +919,59 @@ class TranscriptStore:
         return canonical_dumps(await self._arun(ops.export_user_view(tenant, thread_id)))
 
     def import_thread(
-        self, tenant: str, data: str | bytes | Mapping[str, Any], *, new_id: bool = False
+        self,
+        tenant: str,
+        data: ImportSource,
+        *,
+        new_id: bool = False,
+        limits: ImportLimits | None = None,
     ) -> Thread:
-        """Load an export into ``tenant``; an existing id raises ``ThreadExists``."""
-        doc = load_document(data)
-        return self._run(ops.import_thread(self._ctx, tenant, doc, new_id), write=True)
+        """Load an export into ``tenant``: ``data`` is the document (text, bytes, a
+        parsed mapping, a binary stream or a path). The whole document is validated
+        before anything is written; a refusal is one ``ImportRefused`` naming the JSON
+        path, and nothing is written. An id or key this tenant already has raises
+        ``ThreadExists`` unless ``new_id=True`` (fresh ids, key dropped); ids are per
+        tenant, so another tenant's ids are free. Memory stays bounded whatever the
+        document's size (two passes over it; a stream that cannot seek is spooled to
+        a temporary file first)."""
+        source, owned = _open_source(data)
+        try:
+            return self._run(
+                exchange.import_thread(self._ctx, tenant, source, new_id, limits or ImportLimits()),
+                write=True,
+            )
+        except sa.exc.IntegrityError as exc:
+            raise _collided(exc) from exc
+        finally:
+            if owned:
+                source.close()
 
     async def aimport_thread(
-        self, tenant: str, data: str | bytes | Mapping[str, Any], *, new_id: bool = False
+        self,
+        tenant: str,
+        data: ImportSource,
+        *,
+        new_id: bool = False,
+        limits: ImportLimits | None = None,
     ) -> Thread:
-        """Async ``import_thread``."""
-        doc = load_document(data)
-        return await self._arun(ops.import_thread(self._ctx, tenant, doc, new_id), write=True)
+        """Async ``import_thread`` (file reads happen off the event loop)."""
+        if _needs_thread(data):
+            source, owned = await asyncio.to_thread(_open_source, data)
+        else:
+            source, owned = _open_source(data)
+        try:
+            return await self._arun(
+                exchange.import_thread(self._ctx, tenant, source, new_id, limits or ImportLimits()),
+                write=True,
+            )
+        except sa.exc.IntegrityError as exc:
+            raise _collided(exc) from exc
+        finally:
+            if owned:
+                if isinstance(source, io.BytesIO):
+                    source.close()
+                else:
+                    await asyncio.to_thread(source.close)
 
     # ------------------------------------------------------------ redaction, deletion, retention
 

@@ -55,7 +55,7 @@ def _fill_first_revision(store: TranscriptStore, tenant: str) -> str:
 
 def _check_head(store: TranscriptStore, tenant: str, tid: str) -> None:
     store.migrate()
-    assert current_revision(store.engine) == head_revision() == "0002"
+    assert current_revision(store.engine) == head_revision() == "0003"
     path = store.active_path(tenant, tid)
     assert [m.text for m in path] == ["legacy zebra", "ok"]
     assert path[0].received_at.isoformat() == "2024-05-01T12:00:00.123456+00:00"

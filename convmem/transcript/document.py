@@ -1,0 +1,711 @@
+"""The thread export document, declared once: typed records, their checks, their JSON.
+
+Each section of a ``convmem.thread`` document is a frozen dataclass (``ThreadDoc``,
+``MessageDoc``, ``AttachmentDoc``, ``ModelInputDoc``, ``DerivedDoc``,
+``RedactionDoc``) whose fields carry a ``Spec``: how the value is checked when a
+document is read (type, range, length, format) and how it is written. Export builds
+records from rows and writes them with ``record_json``; import reads records with
+``parse_record``; both walk the same fields, so the two cannot drift apart.
+
+Reading is incremental and bounded: ``DocumentReader`` is fed the bytes chunk by
+chunk (ijson's push parser, no prefixes kept) and hands out one top-level value or
+one section item at a time, built by an iterative builder that refuses, with the
+JSON path, what no convmem export holds: nesting deeper than ``max_depth``, a key
+given twice, a string longer than the cap, a NUL or a lone surrogate anywhere (every
+write path replaces them with U+FFFD, so a document carrying one was not written by
+convmem), non-finite numbers. Every refusal is one ``ImportRefused`` naming the
+path, e.g. ``$.messages[0].parent_id``. Checks that need more than one record
+(unique ids, references, the parent graph) are the import operation's
+(``convmem.transcript.exchange``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import math
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from typing import Annotated, Any, ClassVar, TypeVar, get_type_hints
+
+import ijson
+
+from convmem.identity import MAX_THREAD_ID_CHARS
+from convmem.transcript.errors import ImportRefused
+from convmem.transcript.export import FORMAT, VERSION, ts_to_str
+from convmem.transcript.records import ROLES, VISIBILITIES, naive_utc
+
+#: Longest record id (message, thread, turn, ...): the id columns' width.
+MAX_ID_CHARS = 64
+#: PostgreSQL ``integer``: sequence numbers and sizes must fit.
+MAX_INT = 2**31 - 1
+
+_TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z")
+_SHA = re.compile(r"[0-9a-f]{64}\Z")
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
+_BAD_ID = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportLimits:
+    """Size caps of an import (each refusal names the limit it hit)."""
+
+    max_string_chars: int = 16 * 1024 * 1024  # one text, prompt, block, content
+    max_attachment_bytes: int = 32 * 1024 * 1024  # one attachment's bytes
+    max_items: int = 5_000_000  # entries of one section (messages, model inputs, ...)
+    max_depth: int = 64  # JSON nesting, from the document's top
+    max_document_bytes: int = 16 * 1024**3
+
+    @property
+    def max_raw_string(self) -> int:
+        """The longest string the reader lets through (attachment data is base64)."""
+        return max(self.max_string_chars, -(-self.max_attachment_bytes // 3) * 4)
+
+
+# ---------------------------------------------------------------- specs
+
+
+Check = Callable[[Any, str, ImportLimits], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """How one field is read (``check``: value, JSON path, limits → value) and written."""
+
+    check: Check
+    dump: Callable[[Any], Any] = lambda v: v
+    optional: bool = False  # may be absent (written only when not None)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _want(what: str, value: Any, path: str) -> ImportRefused:
+    return ImportRefused(path, f"must be {what}, got {_describe(value)}")
+
+
+def nullable(check: Check) -> Check:
+    """``check``, or ``None``."""
+
+    def run(v: Any, path: str, lim: ImportLimits) -> Any:
+        return None if v is None else check(v, path, lim)
+
+    return run
+
+
+def ident(v: Any, path: str, lim: ImportLimits, max_chars: int = MAX_ID_CHARS) -> str:
+    """An identifier: a non-blank string within the id width, no control characters."""
+    if not isinstance(v, str):
+        raise _want("an id (a string)", v, path)
+    if not v.strip():
+        raise ImportRefused(path, "must be a non-empty id")
+    if len(v) > max_chars:
+        raise ImportRefused(path, f"is {len(v)} characters; the limit is {max_chars}")
+    bad = _BAD_ID.search(v)
+    if bad is not None:
+        raise ImportRefused(
+            path, f"contains U+{ord(bad.group()):04X} at position {bad.start()} (not allowed in ids)"
+        )
+    return v
+
+
+def thread_key(v: Any, path: str, lim: ImportLimits) -> str:
+    """The application's key for the thread (the identity rule for thread ids)."""
+    return ident(v, path, lim, MAX_THREAD_ID_CHARS)
+
+
+def label(max_chars: int, *, blank: bool = True) -> Check:
+    """A short string (a column of ``max_chars``)."""
+
+    def run(v: Any, path: str, lim: ImportLimits) -> str:
+        if not isinstance(v, str):
+            raise _want("a string", v, path)
+        if len(v) > max_chars:
+            raise ImportRefused(path, f"is {len(v)} characters; the limit is {max_chars}")
+        if not blank and not v.strip():
+            raise ImportRefused(path, "must not be blank")
+        return v
+
+    return run
+
+
+def text(v: Any, path: str, lim: ImportLimits) -> str:
+    """Free text of any length up to the string cap."""
+    if not isinstance(v, str):
+        raise _want("a string", v, path)
+    if len(v) > lim.max_string_chars:
+        raise ImportRefused(
+            path, f"is {len(v)} characters; the limit is {lim.max_string_chars} (ImportLimits)"
+        )
+    return v
+
+
+def integer(lo: int, hi: int = MAX_INT) -> Check:
+    """An integer (not a boolean, not ``1.0``) in ``[lo, hi]``."""
+
+    def run(v: Any, path: str, lim: ImportLimits) -> int:
+        if type(v) is not int:
+            raise _want("an integer", v, path)
+        if not lo <= v <= hi:
+            raise ImportRefused(path, f"is {v}; must be between {lo} and {hi}")
+        return v
+
+    return run
+
+
+def boolean(v: Any, path: str, lim: ImportLimits) -> bool:
+    """``true`` or ``false``."""
+    if type(v) is not bool:
+        raise _want("true or false", v, path)
+    return v
+
+
+def timestamp(v: Any, path: str, lim: ImportLimits) -> datetime:
+    """``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (UTC), as the naive UTC value stored."""
+    if not isinstance(v, str) or _TS.match(v) is None:
+        raise ImportRefused(path, f"must be a UTC timestamp YYYY-MM-DDTHH:MM:SS.ffffffZ, got {v!r:.60}")
+    try:
+        return naive_utc(datetime.strptime(v, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc))
+    except ValueError as exc:
+        raise ImportRefused(path, f"is not a real time: {exc}") from None
+
+
+def _ts_dump(v: datetime | None) -> str | None:
+    return ts_to_str(v)
+
+
+def choice(options: tuple[str, ...]) -> Check:
+    """One of ``options``."""
+
+    def run(v: Any, path: str, lim: ImportLimits) -> str:
+        if v not in options or not isinstance(v, str):
+            raise ImportRefused(path, f"must be one of {', '.join(options)}; got {v!r:.60}")
+        return v
+
+    return run
+
+
+def sha256_hex(v: Any, path: str, lim: ImportLimits) -> str:
+    """64 lowercase hex digits."""
+    if not isinstance(v, str) or _SHA.match(v) is None:
+        raise ImportRefused(path, f"must be a sha256 (64 lowercase hex digits), got {v!r:.80}")
+    return v
+
+
+def json_object(v: Any, path: str, lim: ImportLimits) -> dict[str, Any]:
+    """A JSON object (its strings and depth were checked while reading)."""
+    if not isinstance(v, dict):
+        raise _want("an object", v, path)
+    return v
+
+
+def list_of(check: Check) -> Check:
+    """A list whose items pass ``check``."""
+
+    def run(v: Any, path: str, lim: ImportLimits) -> list[Any]:
+        if not isinstance(v, list):
+            raise _want("a list", v, path)
+        return [check(item, f"{path}[{i}]", lim) for i, item in enumerate(v)]
+
+    return run
+
+
+def exact_keys(obj: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+    """``obj`` is an object with all of ``required``, some of ``optional``, nothing else."""
+    if not isinstance(obj, dict):
+        raise _want("an object", obj, path)
+    for key in required:
+        if key not in obj:
+            raise ImportRefused(f"{path}.{key}", "is missing")
+    for key in obj:
+        if key not in required and key not in optional:
+            raise ImportRefused(f"{path}.{key}", "is not a field of this record")
+
+
+def retention(v: Any, path: str, lim: ImportLimits) -> dict[str, Any]:
+    """A retention policy as ``RetentionPolicy.to_json`` writes it."""
+    exact_keys(v, path, ("legal_hold", "max_age_seconds", "owner"))
+    boolean(v["legal_hold"], f"{path}.legal_hold", lim)
+    nullable(integer(1, 2**62))(v["max_age_seconds"], f"{path}.max_age_seconds", lim)
+    label(200, blank=False)(v["owner"], f"{path}.owner", lim)
+    return dict(v)
+
+
+# One part of a message, by kind: (required keys, checks).
+_PART_FIELDS: dict[str, dict[str, Check]] = {
+    "text": {"text": text},
+    "tool_call": {"call_id": label(2000), "name": label(2000), "arguments": json_object},
+    "tool_result": {"call_id": label(2000), "content": text, "is_error": boolean},
+    "attachment_ref": {
+        "media_type": label(200),
+        "name": text,
+        "sha256": lambda v, p, lim: v if v == "" else sha256_hex(v, p, lim),
+        "size": integer(0),
+    },
+}
+
+
+def part(v: Any, path: str, lim: ImportLimits) -> dict[str, Any]:
+    """A typed message part (``records.part_to_json``)."""
+    if not isinstance(v, dict):
+        raise _want("an object", v, path)
+    kind = v.get("kind")
+    checks = _PART_FIELDS.get(kind) if isinstance(kind, str) else None
+    if checks is None:
+        raise ImportRefused(
+            f"{path}.kind", f"must be one of {', '.join(_PART_FIELDS)}; got {kind!r:.60}"
+        )
+    exact_keys(v, path, ("kind", *checks))
+    for key, check in checks.items():
+        check(v[key], f"{path}.{key}", lim)
+    return v
+
+
+def affected(v: Any, path: str, lim: ImportLimits) -> dict[str, Any]:
+    """The ids a redaction touched: a log, never followed (forks may be elsewhere)."""
+    exact_keys(v, path, ("derived", "messages", "turns"))
+    for key in ("derived", "messages", "turns"):
+        list_of(ident)(v[key], f"{path}.{key}", lim)
+    return dict(v)
+
+
+def base64_data(v: Any, path: str, lim: ImportLimits) -> bytes:
+    """Strict standard base64, within the attachment cap."""
+    if not isinstance(v, str):
+        raise _want("base64 text", v, path)
+    if len(v) > -(-lim.max_attachment_bytes // 3) * 4:
+        raise ImportRefused(
+            path, f"holds more than {lim.max_attachment_bytes} bytes (ImportLimits.max_attachment_bytes)"
+        )
+    try:
+        return base64.b64decode(v.encode("ascii"), validate=True)
+    except (ValueError, binascii.Error):
+        raise ImportRefused(path, "is not valid base64") from None
+
+
+def _b64_dump(v: bytes) -> str:
+    return base64.b64encode(v).decode("ascii")
+
+
+#: The timestamp fields' specs.
+TS = Spec(timestamp, dump=_ts_dump)
+TS_OR_NULL = Spec(nullable(timestamp), dump=_ts_dump)
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadDoc:
+    """``$.thread``."""
+
+    id: Annotated[str, Spec(ident)]
+    key: Annotated[str | None, Spec(nullable(thread_key))]
+    owner: Annotated[str | None, Spec(nullable(label(200)))]
+    title: Annotated[str | None, Spec(nullable(text))]
+    metadata: Annotated[dict[str, Any], Spec(json_object)]
+    created_at: Annotated[datetime, TS]
+    updated_at: Annotated[datetime, TS]
+    retention: Annotated[dict[str, Any] | None, Spec(nullable(retention))]
+    active_leaf: Annotated[str | None, Spec(nullable(ident))]
+    next_seq: Annotated[int, Spec(integer(1))]
+    archived_seq: Annotated[int, Spec(integer(0))]
+    forked_from: Annotated[str | None, Spec(nullable(ident))]
+
+    section: ClassVar[str] = "thread"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDoc:
+    """``$.messages[i]``: one node of the tree."""
+
+    id: Annotated[str, Spec(ident)]
+    parent_id: Annotated[str | None, Spec(nullable(ident))]
+    seq: Annotated[int, Spec(integer(1))]
+    role: Annotated[str, Spec(choice(ROLES))]
+    author: Annotated[str | None, Spec(nullable(label(200)))]
+    parts: Annotated[list[dict[str, Any]], Spec(list_of(part))]
+    extra: Annotated[dict[str, Any], Spec(json_object)]
+    received_at: Annotated[datetime, TS]
+    client_ts: Annotated[datetime | None, TS_OR_NULL]
+    visibility: Annotated[str, Spec(choice(VISIBILITIES))]
+    copy_of: Annotated[str | None, Spec(nullable(ident))]
+    turn_id: Annotated[str | None, Spec(nullable(ident))]
+    redacted_at: Annotated[datetime | None, TS_OR_NULL]
+
+    section: ClassVar[str] = "messages"
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentDoc:
+    """``$.attachments[i]``: bytes of an attachment some message references."""
+
+    sha256: Annotated[str, Spec(sha256_hex)]
+    media_type: Annotated[str, Spec(label(200))]
+    size: Annotated[int, Spec(integer(0))]
+    data_base64: Annotated[bytes, Spec(base64_data, dump=_b64_dump)]
+
+    section: ClassVar[str] = "attachments"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInputDoc:
+    """``$.model_inputs[i]``: what the model received on one turn."""
+
+    id: Annotated[str, Spec(ident)]
+    user_message_id: Annotated[str, Spec(ident)]
+    rendered_block: Annotated[str, Spec(text)]
+    state_snapshot: Annotated[dict[str, Any], Spec(json_object)]
+    sent_message_ids: Annotated[list[str], Spec(list_of(ident))]
+    system_prompt: Annotated[str | None, Spec(nullable(text))]
+    system_prompt_sha256: Annotated[str | None, Spec(nullable(sha256_hex))]
+    tool_schemas: Annotated[list[dict[str, Any]], Spec(list_of(json_object))]
+    model: Annotated[str | None, Spec(nullable(label(200)))]
+    model_params: Annotated[dict[str, Any], Spec(json_object)]
+    created_at: Annotated[datetime, TS]
+    completed_at: Annotated[datetime | None, TS_OR_NULL]
+    answer_message_id: Annotated[str | None, Spec(nullable(ident))]
+    # The messages its block and snapshot quote (absent: not known; see ``models``).
+    quoted_message_ids: Annotated[list[str] | None, Spec(nullable(list_of(ident)), optional=True)]
+
+    section: ClassVar[str] = "model_inputs"
+
+
+@dataclass(frozen=True, slots=True)
+class DerivedDoc:
+    """``$.derived[i]``: a memory citing the messages it came from."""
+
+    id: Annotated[str, Spec(ident)]
+    kind: Annotated[str, Spec(label(100, blank=False))]
+    content: Annotated[str, Spec(text)]
+    source_message_ids: Annotated[list[str], Spec(list_of(ident))]
+    created_at: Annotated[datetime, TS]
+    tombstoned_at: Annotated[datetime | None, TS_OR_NULL]
+
+    section: ClassVar[str] = "derived"
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionDoc:
+    """``$.redactions[i]``: who redacted which message, when and why."""
+
+    id: Annotated[str, Spec(ident)]
+    message_id: Annotated[str, Spec(ident)]
+    actor: Annotated[str, Spec(label(200, blank=False))]
+    reason: Annotated[str, Spec(text)]
+    at: Annotated[datetime, TS]
+    affected: Annotated[dict[str, Any], Spec(affected)]
+
+    section: ClassVar[str] = "redactions"
+
+
+Record = ThreadDoc | MessageDoc | AttachmentDoc | ModelInputDoc | DerivedDoc | RedactionDoc
+R = TypeVar("R", ThreadDoc, MessageDoc, AttachmentDoc, ModelInputDoc, DerivedDoc, RedactionDoc)
+
+#: The list sections, in the canonical (sorted) order, and their record types.
+SECTIONS: dict[str, type[Any]] = {
+    "attachments": AttachmentDoc,
+    "derived": DerivedDoc,
+    "messages": MessageDoc,
+    "model_inputs": ModelInputDoc,
+    "redactions": RedactionDoc,
+}
+#: Every top-level field of the document, in canonical order.
+TOP_LEVEL: tuple[str, ...] = tuple(sorted([*SECTIONS, "format", "thread", "version"]))
+
+
+def _specs(cls: type[Any]) -> list[tuple[str, Spec]]:
+    hints = get_type_hints(cls, include_extras=True)
+    return [(f.name, hints[f.name].__metadata__[0]) for f in fields(cls)]
+
+
+_RECORD_TYPES: tuple[type[Any], ...] = (ThreadDoc, *SECTIONS.values())
+_SPECS: dict[type[Any], list[tuple[str, Spec]]] = {cls: _specs(cls) for cls in _RECORD_TYPES}
+
+
+def parse_record(cls: type[R], obj: Any, path: str, limits: ImportLimits) -> R:
+    """``obj`` as a checked ``cls`` record, or ``ImportRefused`` naming the bad field."""
+    specs = _SPECS[cls]
+    exact_keys(
+        obj, path,
+        tuple(n for n, s in specs if not s.optional),
+        tuple(n for n, s in specs if s.optional),
+    )
+    return cls(**{n: s.check(obj.get(n), f"{path}.{n}", limits) for n, s in specs})
+
+
+def record_json(rec: Record) -> dict[str, Any]:
+    """The record as the document's JSON object (optional fields only when set)."""
+    out: dict[str, Any] = {}
+    for name, s in _SPECS[type(rec)]:
+        value = getattr(rec, name)
+        if s.optional and value is None:
+            continue
+        out[name] = s.dump(value)
+    return out
+
+
+def check_header(fmt: Any, version: Any) -> None:
+    """``format`` and ``version`` of a thread document (``1`` exactly: not ``true``,
+    ``"1"`` or ``1.0``)."""
+    if fmt != FORMAT or not isinstance(fmt, str):
+        raise ImportRefused("$.format", f"must be {FORMAT!r}; got {fmt!r:.60}")
+    if type(version) is not int or version != VERSION:
+        raise ImportRefused(
+            "$.version", f"must be the integer {VERSION} (this convmem reads version {VERSION}); "
+            f"got {version!r:.60}"
+        )
+
+
+def system_prompt_matches(rec: ModelInputDoc, path: str) -> None:
+    """A model input's prompt and its digest go together and agree."""
+    if (rec.system_prompt is None) != (rec.system_prompt_sha256 is None):
+        raise ImportRefused(
+            f"{path}.system_prompt_sha256", "and system_prompt must both be given or both be null"
+        )
+    if rec.system_prompt is not None:
+        digest = hashlib.sha256(rec.system_prompt.encode("utf-8")).hexdigest()
+        if digest != rec.system_prompt_sha256:
+            raise ImportRefused(
+                f"{path}.system_prompt_sha256", f"does not match the prompt's sha256 ({digest})"
+            )
+
+
+# ---------------------------------------------------------------- incremental reading
+
+
+@dataclass
+class _Open:
+    """A container being built: its value and the key waiting for a value."""
+
+    value: Any
+    key: str | None = None
+    path: str = "$"
+
+
+class DocumentReader:
+    """Push bytes in (``feed``), take values out (``pop``): the top level one field at
+    a time, list sections one item at a time. Memory holds one item, never a section.
+
+    ``pop`` yields ``(section, index, value)``: ``(name, None, value)`` for a top-level
+    field that is not a list section, ``(section, i, item)`` for a section's items, and
+    ``(section, None, None)`` when a list section ends.
+    """
+
+    def __init__(self, limits: ImportLimits) -> None:
+        self.limits = limits
+        self._events = ijson.sendable_list()
+        self._parser = ijson.basic_parse_coro(self._events, use_float=True)
+        self._stack: list[_Open] = []
+        self._out: list[tuple[str, int | None, Any]] = []
+        self._top_seen: set[str] = set()
+        self._top_key: str | None = None
+        self._section_index = -1
+        self._in_section = False
+        self._started = False
+        self._done = False
+        self.bytes_read = 0
+
+    # -- input
+
+    def feed(self, chunk: bytes) -> None:
+        """Parse ``chunk`` (``b""``: the end of the document)."""
+        self.bytes_read += len(chunk)
+        if self.bytes_read > self.limits.max_document_bytes:
+            raise ImportRefused(
+                "$", f"is over {self.limits.max_document_bytes} bytes (ImportLimits.max_document_bytes)"
+            )
+        try:
+            if chunk:
+                self._parser.send(chunk)
+            else:
+                self._parser.close()
+        except ImportRefused:
+            raise
+        except (ijson.JSONError, UnicodeDecodeError, ValueError) as exc:
+            raise ImportRefused(self._where(), f"is not valid JSON: {_first_line(exc)}") from None
+        try:
+            for event, value in self._events:
+                self._event(event, value)
+        finally:
+            del self._events[:]
+        if not chunk:
+            if not self._started:
+                raise ImportRefused("$", "is empty: not a JSON document")
+            if not self._done:
+                raise ImportRefused(self._where(), "is not valid JSON: the document ends early")
+
+    def pop(self) -> Iterator[tuple[str, int | None, Any]]:
+        """Values completed so far, in document order."""
+        out, self._out = self._out, []
+        yield from out
+
+    # -- building
+
+    def _where(self) -> str:
+        if not self._stack:
+            return "$"
+        top = self._stack[-1]
+        if self._in_section and len(self._stack) == 1:
+            return f"{top.path}[{self._section_index + 1}]"
+        if isinstance(top.value, dict) and top.key is not None:
+            return f"{top.path}.{top.key}"
+        if isinstance(top.value, list):
+            return f"{top.path}[{len(top.value)}]"
+        return top.path
+
+    def _child_path(self) -> str:
+        if not self._stack:
+            return "$"
+        top = self._stack[-1]
+        if self._in_section and len(self._stack) == 1:
+            return f"{top.path}[{self._section_index + 1}]"
+        if isinstance(top.value, dict):
+            return f"{top.path}.{top.key}"
+        return f"{top.path}[{len(top.value)}]"
+
+    def _string(self, value: str, path: str) -> str:
+        if len(value) > self.limits.max_raw_string:
+            raise ImportRefused(
+                path, f"is {len(value)} characters; the limit is {self.limits.max_raw_string} "
+                "(ImportLimits.max_string_chars)"
+            )
+        bad = _BAD_TEXT.search(value)
+        if bad is not None:
+            what = "NUL" if bad.group() == "\x00" else f"a lone surrogate (U+{ord(bad.group()):04X})"
+            raise ImportRefused(
+                path, f"contains {what} at position {bad.start()}; a convmem export never does "
+                "(every write replaces them with U+FFFD)"
+            )
+        return value
+
+    def _event(self, event: str, value: Any) -> None:
+        if self._done:
+            raise ImportRefused("$", "has content after the document")
+        if event == "map_key":
+            top = self._stack[-1]
+            key = self._string(value, f"{top.path}.{value!r:.40}")
+            if len(self._stack) == 1 and not self._in_section:
+                self._top_field(key)
+            elif key in top.value:
+                raise ImportRefused(f"{top.path}.{key}", "is given twice")
+            top.key = key
+            return
+        if event in ("start_map", "start_array"):
+            path = self._child_path()
+            self._started = True
+            depth = len(self._stack) + (1 if self._in_section else 0)
+            if depth >= self.limits.max_depth:
+                raise ImportRefused(
+                    path, f"nests deeper than {self.limits.max_depth} levels (ImportLimits.max_depth)"
+                )
+            if not self._stack and event != "start_map":
+                raise ImportRefused("$", "must be a JSON object (a convmem.thread document)")
+            if (
+                len(self._stack) == 1
+                and not self._in_section
+                and self._top_key in SECTIONS
+                and event == "start_array"
+            ):
+                self._in_section = True
+                self._section_index = -1
+                self._stack[-1].path = f"$.{self._top_key}"
+                self._stack[-1].key = None
+                return
+            self._stack.append(_Open({} if event == "start_map" else [], None, path))
+            return
+        if event in ("end_map", "end_array"):
+            if self._in_section and len(self._stack) == 1:  # a section's list ends
+                self._in_section = False
+                self._stack[-1].path = "$"
+                assert self._top_key is not None
+                self._out.append((self._top_key, None, None))
+                return
+            done = self._stack.pop()
+            if not self._stack:
+                self._done = True
+                missing = [k for k in TOP_LEVEL if k not in self._top_seen]
+                if missing:
+                    raise ImportRefused(f"$.{missing[0]}", "is missing")
+                return
+            self._value(done.value)
+            return
+        if not self._stack:
+            raise ImportRefused("$", "must be a JSON object (a convmem.thread document)")
+        self._started = True
+        if event == "string":
+            value = self._string(value, self._child_path())
+        elif event == "number" and isinstance(value, float) and not math.isfinite(value):
+            raise ImportRefused(self._child_path(), "is not a finite number")
+        self._value(value)
+
+    def _top_field(self, key: str) -> None:
+        if key not in TOP_LEVEL:
+            raise ImportRefused(f"$.{key}", "is not a field of a convmem.thread document")
+        if key in self._top_seen:
+            raise ImportRefused(f"$.{key}", "is given twice")
+        self._top_seen.add(key)
+        self._top_key = key
+
+    def _value(self, value: Any) -> None:
+        top = self._stack[-1]
+        if len(self._stack) == 1:
+            assert self._top_key is not None
+            if self._in_section:
+                self._section_index += 1
+                if self._section_index >= self.limits.max_items:
+                    raise ImportRefused(
+                        f"$.{self._top_key}",
+                        f"has more than {self.limits.max_items} entries (ImportLimits.max_items)",
+                    )
+                self._out.append((self._top_key, self._section_index, value))
+            else:
+                if self._top_key in SECTIONS:
+                    raise _want("a list", value, f"$.{self._top_key}")
+                self._out.append((self._top_key, None, value))
+                self._top_key = None
+            return
+        if isinstance(top.value, dict):
+            assert top.key is not None
+            top.value[top.key] = value
+            top.key = None
+        else:
+            top.value.append(value)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+__all__ = [
+    "SECTIONS",
+    "AttachmentDoc",
+    "DerivedDoc",
+    "DocumentReader",
+    "ImportLimits",
+    "MessageDoc",
+    "ModelInputDoc",
+    "RedactionDoc",
+    "ThreadDoc",
+    "check_header",
+    "parse_record",
+    "record_json",
+]
+
