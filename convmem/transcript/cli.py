@@ -99,12 +99,20 @@ def _label(m: Message, active: bool) -> str:
     )
 
 
+#: Deeper branch points than this are drawn without further indentation (a note says
+#: so): a 1,500-deep edit chain still fits a terminal.
+MAX_INDENT = 24
+
+
 def render_tree(tree: ThreadTree, *, execution: bool = True) -> Tree:
     """The branch tree as a ``rich`` tree; the active path is marked ●.
 
     A run of messages without alternatives is one node of several lines, so the
     tree only indents where a thread branches (an edit, a regeneration, a fork
-    point); hidden execution-log messages pass their children up.
+    point); hidden execution-log messages pass their children up. Walked with
+    explicit stacks, never recursion: a 2,000-message tool chain or a 1,500-deep edit
+    chain draws like a short one, and branch points deeper than ``MAX_INDENT`` go on
+    at that indentation.
     """
     th = tree.thread
     title = escape(th.title or "(untitled)")
@@ -115,22 +123,41 @@ def render_tree(tree: ThreadTree, *, execution: bool = True) -> Tree:
         children.setdefault(m.parent_id, []).append(m)
 
     def shown(parent_id: str | None) -> list[Message]:
+        """Visible children, hidden execution messages replaced by theirs (iterative)."""
         out: list[Message] = []
-        for child in children.get(parent_id, []):
+        todo = list(reversed(children.get(parent_id, [])))
+        seen: set[str] = set()
+        while todo:
+            child = todo.pop()
+            if child.id in seen:
+                continue  # a loop in stored links (``tree`` refuses those; stay finite)
+            seen.add(child.id)
             if not execution and child.visibility == "execution":
-                out.extend(shown(child.id))
+                todo.extend(reversed(children.get(child.id, [])))
             else:
                 out.append(child)
         return out
 
-    def add(node: Tree, parent_id: str | None) -> None:
+    drawn: set[str] = set()
+    stack: list[tuple[Tree, str | None, int]] = [(root, None, 0)]
+    while stack:
+        node, parent_id, depth = stack.pop()
+        pending: list[tuple[Tree, str | None, int]] = []
         for child in shown(parent_id):
+            if child.id in drawn:
+                continue
             run = [child]
-            while len(following := shown(run[-1].id)) == 1:
+            drawn.add(child.id)
+            while len(following := shown(run[-1].id)) == 1 and following[0].id not in drawn:
                 run.append(following[0])
-            add(node.add("\n".join(_label(m, m.id in active) for m in run)), run[-1].id)
-
-    add(root, None)
+                drawn.add(following[0].id)
+            text = "\n".join(_label(m, m.id in active) for m in run)
+            if depth >= MAX_INDENT:  # go on at this indentation
+                node.add(f"[dim]↳ (more than {MAX_INDENT} branch points deep)[/]\n{text}")
+                pending.append((node, run[-1].id, depth))
+            else:
+                pending.append((node.add(text), run[-1].id, depth + 1))
+        stack.extend(reversed(pending))
     return root
 
 
@@ -178,16 +205,16 @@ def _dispatch(store: TranscriptStore, args: argparse.Namespace, err: Console) ->
     elif cmd == "show":
         out.print(render_tree(store.tree(tenant, args.thread_id), execution=args.execution))
     elif cmd == "export":
-        text = (
-            store.export_user_view(tenant, args.thread_id)
-            if args.user_view
-            else store.export_thread(tenant, args.thread_id)
-        )
-        sys.stdout.write(text)
         sys.stdout.flush()
-    elif cmd == "import":
-        data = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
-        th = store.import_thread(tenant, data, new_id=args.new_id)
+        if args.user_view:
+            sys.stdout.write(store.export_user_view(tenant, args.thread_id))
+        else:  # streamed: a page of the thread in memory at a time
+            store.export_thread_to(tenant, args.thread_id, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        sys.stdout.flush()
+    elif cmd == "import":  # read incrementally, validated whole before any write
+        source = sys.stdin.buffer if args.file == "-" else Path(args.file)
+        th = store.import_thread(tenant, source, new_id=args.new_id)
         out.print(f"thread_id={th.id}")
     elif cmd == "redact":
         r = store.redact(

@@ -490,6 +490,60 @@ def system_prompt_matches(rec: ModelInputDoc, path: str) -> None:
 # ---------------------------------------------------------------- incremental reading
 
 
+_RUN = re.compile(rb"\\+")
+_HEX4 = re.compile(rb"[0-9a-fA-F]{4}")
+
+
+class _SurrogateEscapes:
+    """Finds ``\\uD800``-style escapes that are not a proper surrogate pair, in raw
+    JSON bytes fed chunk by chunk (yajl turns them into other characters silently).
+
+    Backslashes only occur in strings, so a maximal run of them escapes the character
+    after it iff its length is odd; runs too close to a chunk's end wait for the next.
+    """
+
+    LOOKAHEAD = 11  # "u" + 4 hex + a following "\\uXXXX"
+
+    def __init__(self) -> None:
+        self.carry = b""
+        self.skip_to = -1  # a low surrogate already matched with its high one
+
+    def feed(self, chunk: bytes, final: bool) -> int | None:
+        """Offset in ``chunk`` of the first lone surrogate escape (may be < 0: it was in
+        the previous chunk's tail), else ``None``."""
+        buf = self.carry + chunk
+        base = len(self.carry)
+        if b"\\" not in buf:
+            self.carry = b""
+            return None
+        done = len(buf)
+        for m in _RUN.finditer(buf):
+            if not final and m.end() + self.LOOKAHEAD > len(buf):
+                done = m.start()
+                break
+            if (m.end() - m.start()) % 2 == 0 or buf[m.end() : m.end() + 1] != b"u":
+                continue
+            start = m.end() - 1  # the escaping backslash
+            if start < self.skip_to:
+                continue
+            code = _code(buf, m.end() + 1)
+            if code is None or not 0xD800 <= code <= 0xDFFF:
+                continue
+            low = _code(buf, m.end() + 7) if buf[m.end() + 5 : m.end() + 7] == b"\\u" else None
+            if code <= 0xDBFF and low is not None and 0xDC00 <= low <= 0xDFFF:
+                self.skip_to = m.end() + 11
+                continue
+            return start - base
+        self.skip_to -= done
+        self.carry = buf[done:]
+        return None
+
+
+def _code(buf: bytes, at: int) -> int | None:
+    m = _HEX4.match(buf, at)
+    return None if m is None else int(m.group(), 16)
+
+
 @dataclass
 class _Open:
     """A container being built: its value and the key waiting for a value."""
@@ -520,6 +574,7 @@ class DocumentReader:
         self._in_section = False
         self._started = False
         self._done = False
+        self._escapes = _SurrogateEscapes()
         self.bytes_read = 0
 
     # -- input
@@ -531,25 +586,37 @@ class DocumentReader:
             raise ImportRefused(
                 "$", f"is over {self.limits.max_document_bytes} bytes (ImportLimits.max_document_bytes)"
             )
-        try:
-            if chunk:
-                self._parser.send(chunk)
-            else:
-                self._parser.close()
-        except ImportRefused:
-            raise
-        except (ijson.JSONError, UnicodeDecodeError, ValueError) as exc:
-            raise ImportRefused(self._where(), f"is not valid JSON: {_first_line(exc)}") from None
-        try:
-            for event, value in self._events:
-                self._event(event, value)
-        finally:
-            del self._events[:]
+        lone = self._escapes.feed(chunk, final=not chunk)
+        if lone is not None:
+            self._parse(chunk[: max(lone, 0)])
+            raise ImportRefused(
+                self._where(), "contains a lone surrogate escape (\\uD800-\\uDFFF not in a pair); "
+                "a convmem export never does"
+            )
+        self._parse(chunk)
         if not chunk:
             if not self._started:
                 raise ImportRefused("$", "is empty: not a JSON document")
             if not self._done:
                 raise ImportRefused(self._where(), "is not valid JSON: the document ends early")
+
+    def _parse(self, chunk: bytes) -> None:
+        """Push bytes into the parser (``b""``: the end), then build what they complete."""
+        failure: BaseException | None = None
+        try:
+            if chunk:
+                self._parser.send(chunk)
+            else:
+                self._parser.close()
+        except (ijson.JSONError, UnicodeDecodeError, ValueError) as exc:
+            failure = exc
+        try:
+            for event, value in self._events:  # also those before a parse error: its path
+                self._event(event, value)
+        finally:
+            del self._events[:]
+        if failure is not None:
+            raise ImportRefused(self._where(), f"is not valid JSON: {_first_line(failure)}")
 
     def pop(self) -> Iterator[tuple[str, int | None, Any]]:
         """Values completed so far, in document order."""
