@@ -101,7 +101,7 @@ def _label(m: Message, active: bool) -> str:
 
 #: Deeper branch points than this are drawn without further indentation (a note says
 #: so): a 1,500-deep edit chain still fits a terminal.
-MAX_INDENT = 24
+MAX_INDENT = 8
 
 
 def render_tree(tree: ThreadTree, *, execution: bool = True) -> Tree:

@@ -481,6 +481,7 @@ def read_path(
     tenant: str, thread_id: str, from_message: str | None = None, *, include_archived: bool = True
 ) -> Op[list[Message]]:
     """The path as records (root first)."""
+    edge(tenant, thread_id=thread_id, from_message=from_message)
     params = {"b_thread_id": thread_id, "b_tenant": tenant}
     if from_message is None:
         res = yield (_PATH_FROM_LEAF, params)
@@ -1750,6 +1751,8 @@ def expired_threads(
     ctx: Ctx, tenant: str | None, now: datetime
 ) -> Op[tuple[list[tuple[str, str]], int]]:
     """Threads whose effective policy has expired, and how many are on legal hold."""
+    if tenant is not None:
+        edge(tenant)
     stmt = sa.select(THREADS.c.id, THREADS.c.tenant, THREADS.c.updated_at, THREADS.c.retention)
     if tenant is not None:
         stmt = stmt.where(THREADS.c.tenant == tenant)

@@ -1,0 +1,234 @@
+"""Issue 11 through ``SessionMemory``: erasure by provenance, and deletion with a turn
+in flight. SQLite and PostgreSQL, sync and async (the fixtures of
+``test_session_record``: blockbuster on in async mode).
+
+- finding 5: a question longer than the render cut, with ``"``, ``#`` and newlines,
+  asked and then quoted (shortened, character-mapped) by later turns' blocks, is gone
+  from every row, the SQLite file and ``pg_dump --data-only`` after ``redact`` —
+  through the quote links, and through the renderer's forms for rows without links;
+- finding 6: a turn that began before ``delete_thread`` (in another worker) writes
+  nothing afterwards, whether it had written commit point 1 or not, and also not into
+  the same export imported again; a new conversation under the key starts clean.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from convmem import InMemorySessionStateStore, ModelCall, TurnContext
+from convmem.render import QUESTION_TOKENS, inert
+from convmem.transcript import ThreadDeleted, TranscriptStore
+from tests.transcript.test_session_record import (  # noqa: F401 - fixtures
+    CALL,
+    LOOKUP,
+    TODAY,
+    _dump,
+    _rows,
+    _store,
+    _two_turns,
+    crm,
+    make,
+    mode,
+    tenant,
+    transcript,
+    transcript_url,
+)
+from tests.transcript.test_transcript_postgres import pg_dump_data
+from tests.transcript.test_transcript_sqlite import sqlite_dump
+
+
+def residue(store: TranscriptStore) -> bytes:
+    """Every row, plus the SQLite file and WAL bytes and ``.dump``, or ``pg_dump``."""
+    out: list[str] = []
+    with store.engine.connect() as conn:
+        for table in sa.inspect(conn).get_table_names():
+            if store.dialect == "sqlite" and table.startswith("convmem_search_"):
+                continue  # FTS5 shadow tables: in the file bytes
+            out.extend(repr(tuple(r)) for r in conn.execute(sa.text(f'SELECT * FROM "{table}"')))
+    rows = "\n".join(out).encode()
+    if store.dialect == "sqlite":
+        db = Path(str(store.engine.url.database))
+        raw = b"".join(p.read_bytes() for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+        return rows + raw + sqlite_dump(db)
+    return rows + pg_dump_data(store)
+
+
+# --------------------------------------------------------------------------- finding 5
+
+
+@pytest.mark.parametrize("links", ["linked", "unlinked"])
+def test_redaction_reaches_every_rendered_copy_of_a_question(
+    make: Any, transcript: TranscriptStore, tenant: str, links: str
+) -> None:
+    marker = f"zq{uuid.uuid4().hex[:10]}"
+    question = (
+        f'Pull up Brightwater Farms {marker} "the big one" #priority\n'
+        "and also their orders\n" + "please check every detail of the account " * 8
+    )
+    assert len(question) > 200  # longer than the render cut
+    t = make(transcript)
+    t.begin_turn("th", question, today=TODAY, model_call=CALL)
+    t.record_tool("th", "lookup_customer", {"name": "Brightwater Farms"}, LOOKUP, call_id="c1")
+    t.end_turn("th", answer="Found it.")
+    for later in ("Who's their rep?", "What did they order last quarter?"):
+        started = t.begin_turn("th", later, today=TODAY, model_call=CALL)
+        assert isinstance(started, TurnContext)
+        t.end_turn("th", answer="Noted.")
+    shown = inert(question, max_tokens=QUESTION_TOKENS)
+    assert marker in shown and shown in started.block  # the copy the finding was about
+    tid = t.transcript_thread_id("th")
+    asked = next(m for m in t.store("active_path", tenant, tid) if marker in m.text)
+    if links == "unlinked":  # rows written before the links existed
+        with transcript.engine.begin() as conn:
+            conn.execute(
+                sa.text("UPDATE convmem_turns SET quoted_message_ids = NULL WHERE tenant = :t"),
+                {"t": tenant},
+            )
+    else:
+        quoted = _quoted(transcript, tenant)
+        assert [asked.id in q for q in quoted] == [False, True, True]
+    receipt = t.redact("th", asked.id, actor="dpo@example.org", reason="user request")
+    assert len(receipt.turn_ids) == 3  # its own model input and the two that quote it
+    everything = residue(transcript)
+    for form in (marker, "'the big one'", "＃priority", "the big one", "#priority"):
+        assert form.encode() not in everything, form
+    assert marker not in _dump(transcript, tenant)
+    assert marker not in t.block("th")
+    state = t.get_state("th")
+    assert state is not None and not any(marker in q for q in state.recent_questions)
+
+
+def _quoted(store: TranscriptStore, tenant: str) -> list[list[str]]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(sa.column("quoted_message_ids", sa.JSON))
+            .select_from(sa.table("convmem_turns"))
+            .where(sa.column("tenant") == tenant)
+            .order_by(sa.column("created_at"))
+        ).all()
+    return [list(r[0] or []) for r in rows]
+
+
+# --------------------------------------------------------------------------- finding 6
+
+
+def _workers(make: Any, transcript_url: str, on_error: str) -> tuple[Any, Any]:
+    shared = InMemorySessionStateStore()
+    eraser = make(_store(transcript_url), shared)
+    worker = make(_store(transcript_url), shared, on_transcript_error=on_error)
+    return eraser, worker
+
+
+def _refused(worker: Any, on_error: str, call: Any) -> None:
+    """``call()`` fails with ``ThreadDeleted`` (raise) or is logged and counted (degrade)."""
+    before = worker.memory.stats.transcript_failures
+    if on_error == "raise":
+        with pytest.raises(ThreadDeleted):
+            call()
+    else:
+        call()
+        assert worker.memory.stats.transcript_failures == before + 1
+
+
+@pytest.mark.parametrize("on_error", ["raise", "degrade"])
+def test_a_turn_begun_before_delete_thread_writes_nothing_after_it(
+    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str, on_error: str
+) -> None:
+    eraser, worker = _workers(make, transcript_url, on_error)
+    _two_turns(eraser)
+    worker.begin_turn("th", "Who's their rep?", today=TODAY)  # state only: nothing written
+    eraser.delete_thread("th")
+    _refused(worker, on_error, lambda: worker.record_model_input("th", CALL))
+    worker.record_tool("th", "lookup_customer", {}, LOOKUP, call_id="c9")
+    _refused(worker, on_error, lambda: worker.end_turn("th", answer="Dana Whitfield."))
+    assert set(_rows(transcript, tenant).values()) == {0}  # the thread did not come back
+    # the key is free again: a new conversation under it starts clean, in either worker
+    worker.begin_turn("th", "Pull up Harbor Logistics.", today=TODAY, model_call=CALL)
+    worker.end_turn("th", answer="Here it is.")
+    tid = worker.transcript_thread_id("th")
+    assert [m.text for m in worker.store("active_path", tenant, tid)] == [
+        "Pull up Harbor Logistics.", "Here it is."]
+
+
+@pytest.mark.parametrize("on_error", ["raise", "degrade"])
+def test_a_turn_past_commit_point_one_cannot_finish_after_delete_thread(
+    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str, on_error: str
+) -> None:
+    eraser, worker = _workers(make, transcript_url, on_error)
+    _two_turns(eraser)
+    clarified = worker.begin_turn("th", "Briefly, how is Harbor doing?", today=TODAY)
+    eraser.delete_thread("th")  # a clarification: nothing written before end_turn
+    _refused(worker, on_error, lambda: worker.end_turn("th", answer=clarified.text))
+    assert set(_rows(transcript, tenant).values()) == {0}
+    started = worker.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
+    assert isinstance(started, TurnContext)  # commit point 1 written
+    eraser.delete_thread("th")
+    worker.record_tool("th", "lookup_customer", {}, LOOKUP, call_id="c1")
+    _refused(worker, on_error, lambda: worker.end_turn("th", answer="Found it."))
+    assert set(_rows(transcript, tenant).values()) == {0}
+
+
+def test_a_reimported_thread_is_not_the_one_a_turn_in_flight_began_on(
+    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str
+) -> None:
+    eraser, worker = _workers(make, transcript_url, "raise")
+    _two_turns(eraser)
+    tid = eraser.transcript_thread_id("th")
+    worker.begin_turn("th", "Who's their rep?", today=TODAY, model_call=CALL)
+    export = eraser.store("export_thread", tenant, tid)  # holds the turn's commit point 1
+    eraser.delete_thread("th")
+    eraser.store("import_thread", tenant, export)  # the same ids and key, back again
+    with pytest.raises(ThreadDeleted):
+        worker.end_turn("th", answer="Dana Whitfield.")
+    assert eraser.store("export_thread", tenant, tid) == export  # nothing was added
+
+
+def test_binding_a_turn_is_one_read_per_turn(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    """What binding costs: one statement per turn, before the state is saved (on
+    PostgreSQL one autocommit round trip; the commit points are unchanged)."""
+    t = make(transcript)
+    t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
+    t.end_turn("th", answer="Found it.")
+    seen: list[str] = []
+
+    def count(_conn: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        seen.append(statement.split()[0].upper())
+
+    engines = [transcript.engine, transcript.async_engine.sync_engine,
+               transcript._unpooled.sync_engine]
+    for engine in engines:
+        sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        t.begin_turn("th", "Who's their rep?", today=TODAY)  # state only: just the binding
+    finally:
+        for engine in engines:
+            sa.event.remove(engine, "before_cursor_execute", count)
+    assert [s for s in seen if s != "BEGIN" and s != "COMMIT"] == ["SELECT"]
+
+
+def test_model_call_block_of_its_own_leaves_links_unknown(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    """An adapter that sends a block of its own: the record cannot say what it quotes,
+    so redaction scans it (links ``NULL``)."""
+    t = make(transcript)
+    _two_turns(t)
+    t.begin_turn("th", "Who's their rep?", today=TODAY,
+                 model_call=ModelCall(system_prompt="s", block="Ask which account they mean."))
+    assert _quoted_raw(transcript, tenant)[-1] is None
+
+
+def _quoted_raw(store: TranscriptStore, tenant: str) -> list[Any]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT quoted_message_ids FROM convmem_turns WHERE tenant = :t "
+                    "ORDER BY created_at"), {"t": tenant}
+        ).all()
+    return [None if r[0] in (None, "null") else r[0] for r in rows]
