@@ -23,7 +23,8 @@ import sqlalchemy as sa
 from convmem import InMemorySessionStateStore, ModelCall, TurnContext
 from convmem.render import QUESTION_TOKENS, inert
 from convmem.transcript import ThreadDeleted, TranscriptStore
-from tests.transcript.test_session_record import (  # noqa: F401 - fixtures
+from tests.transcript import test_session_record as record
+from tests.transcript.test_session_record import (
     CALL,
     LOOKUP,
     TODAY,
@@ -31,15 +32,13 @@ from tests.transcript.test_session_record import (  # noqa: F401 - fixtures
     _rows,
     _store,
     _two_turns,
-    crm,
-    make,
-    mode,
-    tenant,
-    transcript,
-    transcript_url,
 )
 from tests.transcript.test_transcript_postgres import pg_dump_data
 from tests.transcript.test_transcript_sqlite import sqlite_dump
+
+# the fixtures of test_session_record (two workers, both backends, sync and async)
+crm, make, mode, tenant = record.crm, record.make, record.mode, record.tenant
+transcript, transcript_url = record.transcript, record.transcript_url
 
 
 def residue(store: TranscriptStore) -> bytes:
