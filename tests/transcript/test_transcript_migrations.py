@@ -1,7 +1,9 @@
-"""Migrations: fill the first revision with data, upgrade to head, read it back.
+"""Migrations: fill an older revision with data, upgrade to head, read it back.
 
-Meaningful from revision 0002 on (it adds the search index and backfills it from
-messages written under 0001); keep it when adding revisions.
+0001 → head: the search index (0002) is backfilled from messages written under 0001.
+0002 → 0003: tables rebuilt with per-tenant keys keep every row, threads get an
+incarnation, and a model input written without quote links is still erased by the
+renderer's forms of the question. Keep both when adding revisions.
 """
 
 from __future__ import annotations
@@ -90,6 +92,105 @@ def test_postgres_first_revision_upgrades_to_head(postgres_url: str) -> None:
     try:
         tid = _fill_first_revision(store, "mig")
         _check_head(store, "mig", tid)
+    finally:
+        store.engine.dispose()
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+# ------------------------------------------------------------------ revision 0003
+
+
+def _fill_second_revision(store: TranscriptStore, tenant: str, question: str) -> tuple[str, str]:
+    """A thread at 0002 whose second turn's block quotes the first question the way the
+    renderer does (shortened, ``"`` and ``#`` mapped): rows written before the links."""
+    from convmem.render import QUESTION_TOKENS, inert
+
+    tid = _fill_first_revision(store, tenant)
+    store.migrate("0002")
+    q_id = f"{tid}-q"
+    now = datetime(2024, 5, 1, 12, 0, 1)
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO convmem_messages (id, thread_id, tenant, parent_id, seq, role,"
+                " parts, extra, received_at, visibility) VALUES (:id, :tid, :tenant, :parent,"
+                " 3, 'user', :parts, '{}', :now, 'conversation')"
+            ),
+            {"id": q_id, "tid": tid, "tenant": tenant, "parent": f"{tid}-2",
+             "parts": json.dumps([{"kind": "text", "text": question}]), "now": now},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO convmem_turns (id, thread_id, tenant, user_message_id,"
+                " rendered_block, state_snapshot, sent_message_ids, tool_schemas,"
+                " model_params, created_at) VALUES (:id, :tid, :tenant, :q, :block, :snap,"
+                " '[]', '[]', '{}', :now)"
+            ),
+            {"id": f"{tid}-turn", "tid": tid, "tenant": tenant, "q": f"{tid}-1",
+             "block": f'Earlier in this session: "{inert(question, max_tokens=QUESTION_TOKENS)}"',
+             "snap": json.dumps({"recent_questions": [question]}), "now": now},
+        )
+        conn.execute(
+            sa.text("UPDATE convmem_threads SET next_seq = 4, active_leaf = :q WHERE id = :tid"),
+            {"q": q_id, "tid": tid},
+        )
+    return tid, q_id
+
+
+def _check_0003(store: TranscriptStore, tenant: str, tid: str, q_id: str, marker: str) -> None:
+    store.migrate()
+    assert current_revision(store.engine) == "0003"
+    thread = store.get_thread(tenant, tid)
+    assert thread.incarnation  # every existing thread got one
+    assert [m.text for m in store.active_path(tenant, tid)][:2] == ["legacy zebra", "ok"]
+    # ids are per tenant now: another tenant may hold the same thread and message ids
+    other = tenant + "-other"
+    store.import_thread(other, store.export_thread(tenant, tid))
+    assert store.get_thread(other, tid).incarnation != thread.incarnation
+    # the legacy turn has no links: redaction finds the rendered copy by its forms
+    with store.engine.connect() as conn:
+        links = conn.execute(
+            sa.text("SELECT quoted_message_ids FROM convmem_turns WHERE tenant = :t"),
+            {"t": tenant},
+        ).scalar_one()
+    assert links is None
+    receipt = store.redact(tenant, tid, q_id, actor="dpo", reason="legacy")
+    assert receipt.turn_ids == (f"{tid}-turn",)
+    seen = store.reconstruct_model_input(tenant, tid, f"{tid}-turn")
+    assert marker not in seen.rendered_block and marker not in json.dumps(seen.state_snapshot)
+    assert seen.rendered_block.startswith("Earlier in this session:")
+
+
+_QUESTION = (
+    'How did "zebra-{m}" #3 do\nlast quarter, and ' + "what about the quarter before that " * 8
+)
+
+
+@pytest.mark.sqlite
+def test_sqlite_second_revision_upgrades_to_0003(sqlite_url: str) -> None:
+    store = TranscriptStore(sqlite_url, retention=FOREVER)
+    marker = f"zebra-{uuid.uuid4().hex[:8]}"
+    try:
+        tid, q_id = _fill_second_revision(store, "mig3", _QUESTION.replace("zebra-{m}", marker))
+        _check_0003(store, "mig3", tid, q_id, marker)
+    finally:
+        store.engine.dispose()
+
+
+@pytest.mark.postgres
+def test_postgres_second_revision_upgrades_to_0003(postgres_url: str) -> None:
+    base = sa.make_url(postgres_url)
+    name = f"{base.database}_mig3"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    store = TranscriptStore(base.set(database=name), retention=FOREVER)
+    marker = f"zebra-{uuid.uuid4().hex[:8]}"
+    try:
+        tid, q_id = _fill_second_revision(store, "mig3", _QUESTION.replace("zebra-{m}", marker))
+        _check_0003(store, "mig3", tid, q_id, marker)
     finally:
         store.engine.dispose()
         with admin.connect() as conn:
