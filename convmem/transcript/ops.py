@@ -282,11 +282,18 @@ def bounded(value: Any, name: str, max_chars: int, *, blank: bool = True) -> Any
     return value
 
 
+#: JSON integers the record keeps: what every JSON reader (and the import) reads back.
+JSON_INT = 2**63 - 1
+
+
 def clean_json(obj: Any) -> Any:
     """``obj`` with NUL and lone surrogates replaced in every string (keys included);
-    plain JSON data comes back unchanged."""
+    plain JSON data comes back unchanged. An integer beyond 64 bits is a
+    ``ConfigError``: the export could not be imported again."""
     if isinstance(obj, str):
         return clean_text(obj)
+    if isinstance(obj, int) and not isinstance(obj, bool) and not -JSON_INT <= obj <= JSON_INT:
+        raise ConfigError(f"JSON integer {obj} is beyond 64 bits (±{JSON_INT}); store it as a string")
     if isinstance(obj, Mapping):
         return {(clean_text(k) if isinstance(k, str) else k): clean_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
