@@ -24,11 +24,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Annotated, Any, ClassVar, TypeVar, get_type_hints
 
 import ijson
@@ -36,7 +35,7 @@ import ijson
 from convmem.identity import MAX_THREAD_ID_CHARS
 from convmem.transcript.errors import ImportRefused
 from convmem.transcript.export import FORMAT, VERSION, ts_to_str
-from convmem.transcript.records import ROLES, VISIBILITIES, naive_utc
+from convmem.transcript.records import ROLES, VISIBILITIES
 
 #: Longest record id (message, thread, turn, ...): the id columns' width.
 MAX_ID_CHARS = 64
@@ -181,7 +180,7 @@ def timestamp(v: Any, path: str, lim: ImportLimits) -> datetime:
     if not isinstance(v, str) or _TS.match(v) is None:
         raise ImportRefused(path, f"must be a UTC timestamp YYYY-MM-DDTHH:MM:SS.ffffffZ, got {v!r:.60}")
     try:
-        return naive_utc(datetime.strptime(v, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc))
+        return datetime.fromisoformat(v[:-1])  # naive UTC, as stored
     except ValueError as exc:
         raise ImportRefused(path, f"is not a real time: {exc}") from None
 
@@ -494,9 +493,10 @@ _RUN = re.compile(rb"\\+")
 _HEX4 = re.compile(rb"[0-9a-fA-F]{4}")
 
 
-class _SurrogateEscapes:
-    """Finds ``\\uD800``-style escapes that are not a proper surrogate pair, in raw
-    JSON bytes fed chunk by chunk (yajl turns them into other characters silently).
+class _Escapes:
+    """Finds the escapes no convmem export holds, in raw JSON bytes fed chunk by chunk:
+    ``\\u0000`` (NUL can only enter JSON text this way) and a surrogate escape not in
+    a proper pair (yajl would silently turn it into another character).
 
     Backslashes only occur in strings, so a maximal run of them escapes the character
     after it iff its length is odd; runs too close to a chunk's end wait for the next.
@@ -508,9 +508,9 @@ class _SurrogateEscapes:
         self.carry = b""
         self.skip_to = -1  # a low surrogate already matched with its high one
 
-    def feed(self, chunk: bytes, final: bool) -> int | None:
-        """Offset in ``chunk`` of the first lone surrogate escape (may be < 0: it was in
-        the previous chunk's tail), else ``None``."""
+    def feed(self, chunk: bytes, final: bool) -> tuple[int, str] | None:
+        """(offset in ``chunk``, what) of the first bad escape (the offset may be < 0:
+        it was in the previous chunk's tail), else ``None``."""
         buf = self.carry + chunk
         base = len(self.carry)
         if b"\\" not in buf:
@@ -527,13 +527,15 @@ class _SurrogateEscapes:
             if start < self.skip_to:
                 continue
             code = _code(buf, m.end() + 1)
+            if code == 0:
+                return start - base, "NUL"
             if code is None or not 0xD800 <= code <= 0xDFFF:
                 continue
             low = _code(buf, m.end() + 7) if buf[m.end() + 5 : m.end() + 7] == b"\\u" else None
             if code <= 0xDBFF and low is not None and 0xDC00 <= low <= 0xDFFF:
                 self.skip_to = m.end() + 11
                 continue
-            return start - base
+            return start - base, f"a lone surrogate (U+{code:04X})"
         self.skip_to -= done
         self.carry = buf[done:]
         return None
@@ -544,15 +546,6 @@ def _code(buf: bytes, at: int) -> int | None:
     return None if m is None else int(m.group(), 16)
 
 
-@dataclass
-class _Open:
-    """A container being built: its value and the key waiting for a value."""
-
-    value: Any
-    key: str | None = None
-    path: str = "$"
-
-
 class DocumentReader:
     """Push bytes in (``feed``), take values out (``pop``): the top level one field at
     a time, list sections one item at a time. Memory holds one item, never a section.
@@ -560,13 +553,19 @@ class DocumentReader:
     ``pop`` yields ``(section, index, value)``: ``(name, None, value)`` for a top-level
     field that is not a list section, ``(section, i, item)`` for a section's items, and
     ``(section, None, None)`` when a list section ends.
+
+    The builder is one tight loop over ijson's events (``_build``): containers are
+    attached to their parent when they open, and JSON paths are worked out from the
+    stack only when something is refused.
     """
 
     def __init__(self, limits: ImportLimits) -> None:
         self.limits = limits
         self._events = ijson.sendable_list()
         self._parser = ijson.basic_parse_coro(self._events, use_float=True)
-        self._stack: list[_Open] = []
+        # the open containers (the document's top object first) and their pending keys
+        self._values: list[Any] = []
+        self._keys: list[Any] = []
         self._out: list[tuple[str, int | None, Any]] = []
         self._top_seen: set[str] = set()
         self._top_key: str | None = None
@@ -574,7 +573,7 @@ class DocumentReader:
         self._in_section = False
         self._started = False
         self._done = False
-        self._escapes = _SurrogateEscapes()
+        self._escapes = _Escapes()
         self.bytes_read = 0
 
     # -- input
@@ -586,12 +585,13 @@ class DocumentReader:
             raise ImportRefused(
                 "$", f"is over {self.limits.max_document_bytes} bytes (ImportLimits.max_document_bytes)"
             )
-        lone = self._escapes.feed(chunk, final=not chunk)
-        if lone is not None:
-            self._parse(chunk[: max(lone, 0)])
+        bad = self._escapes.feed(chunk, final=not chunk)
+        if bad is not None:
+            if bad[0] > 0:  # read up to it, for its path
+                self._parse(chunk[: bad[0]])
             raise ImportRefused(
-                self._where(), "contains a lone surrogate escape (\\uD800-\\uDFFF not in a pair); "
-                "a convmem export never does"
+                self._where(), f"contains {bad[1]} (as an escape); a convmem export never does "
+                "(every write replaces NUL and lone surrogates with U+FFFD)"
             )
         self._parse(chunk)
         if not chunk:
@@ -611,8 +611,7 @@ class DocumentReader:
         except (ijson.JSONError, UnicodeDecodeError, ValueError) as exc:
             failure = exc
         try:
-            for event, value in self._events:  # also those before a parse error: its path
-                self._event(event, value)
+            self._build(self._events)  # also the events before a parse error: its path
         finally:
             del self._events[:]
         if failure is not None:
@@ -623,137 +622,141 @@ class DocumentReader:
         out, self._out = self._out, []
         yield from out
 
-    # -- building
+    # -- paths (only when refusing)
 
     def _where(self) -> str:
-        if not self._stack:
-            return "$"
-        top = self._stack[-1]
-        if self._in_section and len(self._stack) == 1:
-            return f"{top.path}[{self._section_index + 1}]"
-        if isinstance(top.value, dict) and top.key is not None:
-            return f"{top.path}.{top.key}"
-        if isinstance(top.value, list):
-            return f"{top.path}[{len(top.value)}]"
-        return top.path
+        """The JSON path of the value being read."""
+        path = "$"
+        for level, (value, key) in enumerate(zip(self._values, self._keys, strict=True)):
+            if level == 0:
+                if self._top_key is not None:
+                    path = f"$.{self._top_key}"
+                if self._in_section:
+                    path += f"[{self._section_index + 1}]"
+                continue
+            if isinstance(value, dict):
+                path += "" if key is None else f".{key}"
+            else:
+                path += f"[{max(len(value) - (1 if level + 1 < len(self._values) else 0), 0)}]"
+        return path
 
-    def _child_path(self) -> str:
-        if not self._stack:
-            return "$"
-        top = self._stack[-1]
-        if self._in_section and len(self._stack) == 1:
-            return f"{top.path}[{self._section_index + 1}]"
-        if isinstance(top.value, dict):
-            return f"{top.path}.{top.key}"
-        return f"{top.path}[{len(top.value)}]"
+    # -- building
 
-    def _string(self, value: str, path: str) -> str:
-        if len(value) > self.limits.max_raw_string:
-            raise ImportRefused(
-                path, f"is {len(value)} characters; the limit is {self.limits.max_raw_string} "
-                "(ImportLimits.max_string_chars)"
-            )
-        bad = _BAD_TEXT.search(value)
-        if bad is not None:
-            what = "NUL" if bad.group() == "\x00" else f"a lone surrogate (U+{ord(bad.group()):04X})"
-            raise ImportRefused(
-                path, f"contains {what} at position {bad.start()}; a convmem export never does "
-                "(every write replaces them with U+FFFD)"
-            )
-        return value
+    def _build(self, events: list[tuple[str, Any]]) -> None:
+        values, keys = self._values, self._keys
+        max_raw, max_depth = self.limits.max_raw_string, self.limits.max_depth
+        for event, value in events:
+            n = len(values)
+            if n < 2 and not (n == 1 and self._in_section and event in _INNER):
+                self._top_event(event, value)
+                continue
+            if event == "map_key":
+                if len(value) > max_raw:
+                    raise self._too_long(value)
+                if value in values[-1]:
+                    keys[-1] = value
+                    raise ImportRefused(self._where(), "is given twice")
+                keys[-1] = value
+            elif event == "start_map" or event == "start_array":
+                if n + self._in_section >= max_depth:
+                    raise ImportRefused(
+                        self._where(), f"nests deeper than {max_depth} levels (ImportLimits.max_depth)"
+                    )
+                new: Any = {} if event == "start_map" else []
+                if n > 1:
+                    parent = values[-1]
+                    if keys[-1] is not None:
+                        parent[keys[-1]] = new
+                    else:
+                        parent.append(new)
+                values.append(new)
+                keys.append(None)
+            elif event == "end_map" or event == "end_array":
+                done = values.pop()
+                keys.pop()
+                if n == 2:
+                    self._complete(done)
+                elif keys[-1] is not None:
+                    keys[-1] = None
+            else:
+                if event == "string" and len(value) > max_raw:
+                    raise self._too_long(value)
+                if n == 1:  # a scalar item straight in a section's list
+                    self._complete(value)
+                    continue
+                parent = values[-1]
+                if keys[-1] is not None:
+                    parent[keys[-1]] = value
+                    keys[-1] = None
+                else:
+                    parent.append(value)
 
-    def _event(self, event: str, value: Any) -> None:
+    def _too_long(self, value: str) -> ImportRefused:
+        return ImportRefused(
+            self._where(), f"is {len(value)} characters; the limit is {self.limits.max_raw_string} "
+            "(ImportLimits.max_string_chars)"
+        )
+
+    def _complete(self, value: Any) -> None:
+        """A top-level field's value or a section's item is whole."""
+        assert self._top_key is not None
+        if self._in_section:
+            self._section_index += 1
+            if self._section_index >= self.limits.max_items:
+                raise ImportRefused(
+                    f"$.{self._top_key}",
+                    f"has more than {self.limits.max_items} entries (ImportLimits.max_items)",
+                )
+            self._out.append((self._top_key, self._section_index, value))
+            return
+        if self._top_key in SECTIONS:
+            raise _want("a list", value, f"$.{self._top_key}")
+        self._out.append((self._top_key, None, value))
+
+    def _top_event(self, event: str, value: Any) -> None:
+        """Events of the document's top object itself (and of values straight in it)."""
+        values, keys = self._values, self._keys
         if self._done:
             raise ImportRefused("$", "has content after the document")
-        if event == "map_key":
-            top = self._stack[-1]
-            key = self._string(value, f"{top.path}.{value!r:.40}")
-            if len(self._stack) == 1 and not self._in_section:
-                self._top_field(key)
-            elif key in top.value:
-                raise ImportRefused(f"{top.path}.{key}", "is given twice")
-            top.key = key
-            return
-        if event in ("start_map", "start_array"):
-            path = self._child_path()
-            self._started = True
-            depth = len(self._stack) + (1 if self._in_section else 0)
-            if depth >= self.limits.max_depth:
-                raise ImportRefused(
-                    path, f"nests deeper than {self.limits.max_depth} levels (ImportLimits.max_depth)"
-                )
-            if not self._stack and event != "start_map":
-                raise ImportRefused("$", "must be a JSON object (a convmem.thread document)")
-            if (
-                len(self._stack) == 1
-                and not self._in_section
-                and self._top_key in SECTIONS
-                and event == "start_array"
-            ):
-                self._in_section = True
-                self._section_index = -1
-                self._stack[-1].path = f"$.{self._top_key}"
-                self._stack[-1].key = None
-                return
-            self._stack.append(_Open({} if event == "start_map" else [], None, path))
-            return
-        if event in ("end_map", "end_array"):
-            if self._in_section and len(self._stack) == 1:  # a section's list ends
-                self._in_section = False
-                self._stack[-1].path = "$"
-                assert self._top_key is not None
-                self._out.append((self._top_key, None, None))
-                return
-            done = self._stack.pop()
-            if not self._stack:
-                self._done = True
-                missing = [k for k in TOP_LEVEL if k not in self._top_seen]
-                if missing:
-                    raise ImportRefused(f"$.{missing[0]}", "is missing")
-                return
-            self._value(done.value)
-            return
-        if not self._stack:
-            raise ImportRefused("$", "must be a JSON object (a convmem.thread document)")
         self._started = True
-        if event == "string":
-            value = self._string(value, self._child_path())
-        elif event == "number" and isinstance(value, float) and not math.isfinite(value):
-            raise ImportRefused(self._child_path(), "is not a finite number")
-        self._value(value)
-
-    def _top_field(self, key: str) -> None:
-        if key not in TOP_LEVEL:
-            raise ImportRefused(f"$.{key}", "is not a field of a convmem.thread document")
-        if key in self._top_seen:
-            raise ImportRefused(f"$.{key}", "is given twice")
-        self._top_seen.add(key)
-        self._top_key = key
-
-    def _value(self, value: Any) -> None:
-        top = self._stack[-1]
-        if len(self._stack) == 1:
-            assert self._top_key is not None
-            if self._in_section:
-                self._section_index += 1
-                if self._section_index >= self.limits.max_items:
-                    raise ImportRefused(
-                        f"$.{self._top_key}",
-                        f"has more than {self.limits.max_items} entries (ImportLimits.max_items)",
-                    )
-                self._out.append((self._top_key, self._section_index, value))
-            else:
-                if self._top_key in SECTIONS:
-                    raise _want("a list", value, f"$.{self._top_key}")
-                self._out.append((self._top_key, None, value))
-                self._top_key = None
+        if not values:
+            if event != "start_map":
+                raise ImportRefused("$", "must be a JSON object (a convmem.thread document)")
+            values.append({})
+            keys.append(None)
             return
-        if isinstance(top.value, dict):
-            assert top.key is not None
-            top.value[top.key] = value
-            top.key = None
+        if event == "map_key":
+            if value not in TOP_LEVEL:
+                raise ImportRefused(f"$.{value}", "is not a field of a convmem.thread document")
+            if value in self._top_seen:
+                raise ImportRefused(f"$.{value}", "is given twice")
+            self._top_seen.add(value)
+            self._top_key = value
+        elif event == "end_map":
+            values.pop()
+            keys.pop()
+            self._done = True
+            missing = [k for k in TOP_LEVEL if k not in self._top_seen]
+            if missing:
+                raise ImportRefused(f"$.{missing[0]}", "is missing")
+        elif event == "start_array" and self._top_key in SECTIONS:
+            self._in_section = True
+            self._section_index = -1
+        elif event == "end_array" and self._in_section:
+            self._in_section = False
+            assert self._top_key is not None
+            self._out.append((self._top_key, None, None))
+        elif event in ("start_map", "start_array"):  # the thread object, or a wrong shape
+            values.append({} if event == "start_map" else [])
+            keys.append(None)
         else:
-            top.value.append(value)
+            if event == "string" and len(value) > self.limits.max_raw_string:
+                raise self._too_long(value)
+            self._complete(value)
+
+
+# Events of a section's item (not of the section's list itself) while no item is open.
+_INNER = frozenset({"start_map", "start_array", "string", "number", "boolean", "null"})
 
 
 def _first_line(exc: BaseException) -> str:
