@@ -35,6 +35,7 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.util import greenlet_spawn
 
 from convmem.errors import ConfigError, TranscriptUnavailable
+from convmem.tokens import encoding
 from convmem.transcript import exchange, ops
 from convmem.transcript import migrate as _migrate
 from convmem.transcript.document import ImportLimits
@@ -1004,6 +1005,7 @@ class TranscriptStore:
         replacement: str = "[redacted]",
     ) -> RedactionReceipt:
         """Async ``redact``."""
+        await asyncio.to_thread(encoding)  # the renderer's tokenizer, read off the loop once
         receipt = await self._arun(
             ops.redact(self._ctx, tenant, thread_id, message_id, actor, reason, replacement),
             write=True,

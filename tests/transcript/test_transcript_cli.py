@@ -76,3 +76,28 @@ def test_cli_sqlite_export_imports_into_postgres(
     _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "import", str(tmp_path / "a.json"))
     assert _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "export", tid) == exported
     _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "delete", tid)
+
+
+@pytest.mark.sqlite
+def test_cli_import_refuses_a_hostile_document_from_stdin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11: ``threads import -`` streams stdin (spooled, read twice) and a refusal
+    is one line naming the JSON path, exit code 1, nothing written."""
+    import io
+    import json
+
+    a = f"sqlite:///{tmp_path / 'a.db'}"
+    _cli(capsys, "--db", a, "migrate")
+    store = TranscriptStore(a, retention=FOREVER)
+    tid = TranscriptStoreSpec()._rich_thread(Api(store, "sync"), "demo")
+    doc = json.loads(store.export_thread("demo", tid))
+    store.delete_thread("demo", tid)
+    doc["messages"][1]["parent_id"] = doc["messages"][1]["id"]  # a self-parent
+    stdin = io.TextIOWrapper(io.BytesIO(json.dumps(doc).encode()), encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert main(["threads", "--db", a, "--tenant", "demo", "import", "-"]) == 1
+    err = capsys.readouterr().err
+    assert "import refused: $.messages[1].parent_id" in err and "Traceback" not in err
+    assert store.list_threads("demo") == []
+    store.engine.dispose()
