@@ -4,10 +4,10 @@
     python bench/transcript_memory.py --smoke    # 1,000 and 5,000 messages, SQLite, seconds
     python bench/transcript_memory.py --json
 
-For each size a thread is filled (appends of 1,000 messages, ~300 characters of text
-each, a branch every 50), then three child processes each do one thing and report
-their peak RSS over their own baseline (RSS after importing convmem and opening the
-store): ``export`` streams the canonical export to a file
+For each size a thread is filled (appends of 1,000 messages of ~300 characters, each
+batch a branch beside the last message), then three child processes each do one
+thing and report their peak RSS over their own baseline (RSS after importing convmem
+and opening the store): ``export`` streams the canonical export to a file
 (``TranscriptStore.export_thread_to``), ``import`` loads that file into another tenant
 (``import_thread(path)``: two passes, validated whole before any write), and
 ``whole document`` is the reference the issue measured — the export read and parsed
@@ -80,7 +80,7 @@ def _run_child(kind: str, db: str, tenant: str, thread: str, file: str) -> dict[
 
 
 def fill(db: str, tenant: str, n: int) -> str:
-    """A thread of ``n`` messages (a branch every 50) and its id."""
+    """A thread of ``n`` messages (a branch every 1,000) and its id."""
     from convmem.transcript import NewMessage, RetentionPolicy, TranscriptStore
 
     store = TranscriptStore(db, retention=RetentionPolicy(max_age=None, owner=POLICY_OWNER))
@@ -88,6 +88,7 @@ def fill(db: str, tenant: str, n: int) -> str:
     th = store.create_thread(tenant, key=f"bench-{n}", title="memory bench")
     body = "the quarterly figures for the northern region, once more with feeling " * 4
     done = 0
+    previous: list[Any] = []
     while done < n:
         batch = min(1000, n - done)
         msgs = [
@@ -95,14 +96,10 @@ def fill(db: str, tenant: str, n: int) -> str:
                        content=f"{done + i}: {body}", extra={"i": done + i})
             for i in range(batch)
         ]
-        parent: Any = ...
-        if done and done % 50 == 0:
-            path = store.active_path(tenant, th.id)
-            parent = path[-2].id if len(path) > 1 else None
-        if parent is ...:
-            store.append(tenant, th.id, msgs)
+        if len(previous) > 1:  # each batch branches off beside the last message
+            previous = store.append(tenant, th.id, msgs, parent_id=previous[-2].id)
         else:
-            store.append(tenant, th.id, msgs, parent_id=parent)
+            previous = store.append(tenant, th.id, msgs)
         done += batch
     store.close()
     return str(th.id)

@@ -84,7 +84,10 @@ def _open_source(data: ImportSource) -> tuple[BinaryIO, bool]:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return io.BytesIO(bytes(data)), True
     if isinstance(data, os.PathLike):
-        return open(data, "rb"), True
+        try:
+            return open(data, "rb"), True
+        except OSError as exc:
+            raise ConfigError(f"import_thread: cannot read {os.fspath(data)!r}: {exc}") from exc
     if hasattr(data, "read"):
         if data.seekable():
             return data, False
