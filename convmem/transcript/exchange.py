@@ -118,21 +118,24 @@ def _by_code_point(ctx: Ctx, col: sa.ColumnElement[Any]) -> sa.ColumnElement[Any
     return col.collate("C") if ctx.dialect == "postgresql" else col
 
 
-def _referenced_shas(ctx: Ctx) -> sa.TextClause:
-    """Distinct attachment digests the thread's messages reference, a page at a time."""
-    if ctx.dialect == "postgresql":
-        parts = "json_array_elements(m.parts) AS p"
-        kind, sha = "p->>'kind'", "p->>'sha256'"
-        key = 's.sha COLLATE "C"'
-    else:
-        parts = "json_each(m.parts) AS p"
-        kind, sha = "json_extract(p.value, '$.kind')", "json_extract(p.value, '$.sha256')"
-        key = "s.sha"
-    return sa.text(
-        f"SELECT s.sha FROM (SELECT DISTINCT {sha} AS sha FROM convmem_messages AS m, {parts} "
-        f"WHERE m.tenant = :tenant AND m.thread_id = :thread_id AND {kind} = 'attachment_ref' "
-        f"AND {sha} <> '') AS s WHERE {key} > :after ORDER BY {key} LIMIT :n"
-    )
+# Distinct attachment digests the thread's messages reference, a page at a time.
+_REFERENCED_SHAS = {
+    "postgresql": sa.text(
+        "SELECT s.sha FROM (SELECT DISTINCT p->>'sha256' AS sha "
+        "FROM convmem_messages AS m, json_array_elements(m.parts) AS p "
+        "WHERE m.tenant = :tenant AND m.thread_id = :thread_id "
+        "AND p->>'kind' = 'attachment_ref' AND p->>'sha256' <> '') AS s "
+        'WHERE s.sha COLLATE "C" > :after ORDER BY s.sha COLLATE "C" LIMIT :n'
+    ),
+    "sqlite": sa.text(
+        "SELECT s.sha FROM (SELECT DISTINCT json_extract(p.value, '$.sha256') AS sha "
+        "FROM convmem_messages AS m, json_each(m.parts) AS p "
+        "WHERE m.tenant = :tenant AND m.thread_id = :thread_id "
+        "AND json_extract(p.value, '$.kind') = 'attachment_ref' "
+        "AND json_extract(p.value, '$.sha256') <> '') AS s "
+        "WHERE s.sha > :after ORDER BY s.sha LIMIT :n"
+    ),
+}
 
 
 def _message_doc(r: Mapping[str, Any]) -> MessageDoc:
@@ -191,7 +194,7 @@ def export_thread(ctx: Ctx, tenant: str, thread_id: str, sink: BinaryIO) -> Op[N
     after = ""
     while True:
         res = yield (
-            _referenced_shas(ctx),
+            _REFERENCED_SHAS[ctx.dialect],
             {"tenant": tenant, "thread_id": thread_id, "after": after, "n": PAGE},
         )
         shas = [r.sha for r in res.all()]
@@ -454,6 +457,82 @@ def _first(res: Any) -> Any:
     return res.first()
 
 
+# The cross-record checks: each query returns the first offender, in document order.
+_DUP_MESSAGE_ID = sa.text(
+    "SELECT b.idx, a.idx FROM convmem_import_msg a JOIN convmem_import_msg b "
+    "ON a.id = b.id AND a.idx < b.idx ORDER BY b.idx LIMIT 1"
+)
+_DUP_SEQ = sa.text(
+    "SELECT b.idx, a.idx FROM convmem_import_msg a JOIN convmem_import_msg b "
+    "ON a.seq = b.seq AND a.idx < b.idx ORDER BY b.idx LIMIT 1"
+)
+_DUP_ID = sa.text(
+    "SELECT b.section, b.idx, a.idx FROM convmem_import_ids a JOIN convmem_import_ids b "
+    "ON a.section = b.section AND a.id = b.id AND a.idx < b.idx ORDER BY b.section, b.idx LIMIT 1"
+)
+_BAD_PARENT = sa.text(  # in the document and earlier in seq: the graph is a forest
+    "SELECT m.idx, p.idx FROM convmem_import_msg m LEFT JOIN convmem_import_msg p "
+    "ON p.id = m.parent_id WHERE m.parent_id IS NOT NULL AND (p.idx IS NULL OR p.seq >= m.seq) "
+    "ORDER BY m.idx LIMIT 1"
+)
+_DANGLING = {
+    "messages": sa.text(
+        "SELECT r.section, r.idx, r.field FROM convmem_import_ref r "
+        "WHERE r.target_section = 'messages' AND NOT EXISTS "
+        "(SELECT 1 FROM convmem_import_msg x WHERE x.id = r.target) "
+        "ORDER BY r.section, r.idx LIMIT 1"
+    ),
+    "model_inputs": sa.text(
+        "SELECT r.section, r.idx, r.field FROM convmem_import_ref r "
+        "WHERE r.target_section = 'model_inputs' AND NOT EXISTS "
+        "(SELECT 1 FROM convmem_import_ids x WHERE x.id = r.target "
+        "AND x.section = 'model_inputs') ORDER BY r.section, r.idx LIMIT 1"
+    ),
+}
+_HAS_MESSAGE = sa.text("SELECT 1 FROM convmem_import_msg WHERE id = :id")
+_BAD_COPY = sa.text(
+    "SELECT m.idx FROM convmem_import_msg m WHERE m.copy_of IS NOT NULL "
+    "AND NOT EXISTS (SELECT 1 FROM convmem_import_msg d WHERE d.id = m.copy_of) "
+    "AND NOT EXISTS (SELECT 1 FROM convmem_messages x WHERE x.tenant = :tenant "
+    "AND x.id = m.copy_of) ORDER BY m.idx LIMIT 1"
+)
+_DUP_ATTACHMENT = sa.text(
+    "SELECT b.idx, a.idx FROM convmem_import_att a JOIN convmem_import_att b "
+    "ON a.sha = b.sha AND a.idx < b.idx ORDER BY b.idx LIMIT 1"
+)
+_MISSING_ATTACHMENT = sa.text(
+    "SELECT r.idx, r.field FROM convmem_import_attref r WHERE NOT EXISTS "
+    "(SELECT 1 FROM convmem_import_att a WHERE a.sha = r.sha) ORDER BY r.idx LIMIT 1"
+)
+_ATTACHMENT_SIZE = sa.text(
+    "SELECT r.idx, r.field, a.size FROM convmem_import_attref r JOIN convmem_import_att a "
+    "ON a.sha = r.sha WHERE a.size <> r.size ORDER BY r.idx LIMIT 1"
+)
+_UNREFERENCED_ATTACHMENT = sa.text(
+    "SELECT a.idx FROM convmem_import_att a WHERE NOT EXISTS "
+    "(SELECT 1 FROM convmem_import_attref r WHERE r.sha = a.sha) ORDER BY a.idx LIMIT 1"
+)
+_TAKEN = {  # ids this tenant already uses (another thread of its own)
+    "messages": sa.text(
+        "SELECT s.idx FROM convmem_import_msg s JOIN convmem_messages x "
+        "ON x.tenant = :tenant AND x.id = s.id ORDER BY s.idx LIMIT 1"
+    ),
+    "model_inputs": sa.text(
+        "SELECT s.idx FROM convmem_import_ids s JOIN convmem_turns x ON x.tenant = :tenant "
+        "AND x.id = s.id WHERE s.section = 'model_inputs' ORDER BY s.idx LIMIT 1"
+    ),
+    "derived": sa.text(
+        "SELECT s.idx FROM convmem_import_ids s JOIN convmem_derived x ON x.tenant = :tenant "
+        "AND x.id = s.id WHERE s.section = 'derived' ORDER BY s.idx LIMIT 1"
+    ),
+    "redactions": sa.text(
+        "SELECT s.idx FROM convmem_import_ids s JOIN convmem_redactions x "
+        "ON x.tenant = :tenant AND x.id = s.id WHERE s.section = 'redactions' "
+        "ORDER BY s.idx LIMIT 1"
+    ),
+}
+
+
 def _check_whole(ctx: Ctx, tenant: str, st: _Staged, new_ids: bool) -> Op[None]:
     """Pass 1's cross-record checks, as queries over the staged ids."""
     th = st.thread
@@ -464,32 +543,16 @@ def _check_whole(ctx: Ctx, tenant: str, st: _Staged, new_ids: bool) -> Op[None]:
             f"is {th.next_seq}, but $.messages[{st.max_seq_idx}].seq is {st.max_seq}: "
             "next_seq must be above every message's seq",
         )
-    msg, ids, ref = _t("msg"), _t("ids"), _t("ref")
-    row = _first((yield sa.text(
-        f"SELECT b.idx, a.idx FROM {msg} a JOIN {msg} b ON a.id = b.id AND a.idx < b.idx "
-        "ORDER BY b.idx LIMIT 1"
-    )))
+    row = _first((yield _DUP_MESSAGE_ID))
     if row is not None:
         raise ImportRefused(f"$.messages[{row[0]}].id", f"repeats $.messages[{row[1]}].id")
-    row = _first((yield sa.text(
-        f"SELECT b.idx, a.idx FROM {msg} a JOIN {msg} b ON a.seq = b.seq AND a.idx < b.idx "
-        "ORDER BY b.idx LIMIT 1"
-    )))
+    row = _first((yield _DUP_SEQ))
     if row is not None:
         raise ImportRefused(f"$.messages[{row[0]}].seq", f"repeats $.messages[{row[1]}].seq")
-    row = _first((yield sa.text(
-        f"SELECT b.section, b.idx, a.idx FROM {ids} a JOIN {ids} b "
-        "ON a.section = b.section AND a.id = b.id AND a.idx < b.idx "
-        "ORDER BY b.section, b.idx LIMIT 1"
-    )))
+    row = _first((yield _DUP_ID))
     if row is not None:
         raise ImportRefused(f"$.{row[0]}[{row[1]}].id", f"repeats $.{row[0]}[{row[2]}].id")
-    # parents: in the document and earlier in seq, so the graph is a forest
-    row = _first((yield sa.text(
-        f"SELECT m.idx, p.idx FROM {msg} m LEFT JOIN {msg} p ON p.id = m.parent_id "
-        "WHERE m.parent_id IS NOT NULL AND (p.idx IS NULL OR p.seq >= m.seq) "
-        "ORDER BY m.idx LIMIT 1"
-    )))
+    row = _first((yield _BAD_PARENT))
     if row is not None:
         why = (
             "names no message of this document (a parent must be in the same thread)"
@@ -498,62 +561,38 @@ def _check_whole(ctx: Ctx, tenant: str, st: _Staged, new_ids: bool) -> Op[None]:
             "(parents precede children: no cycles, no self-parent)"
         )
         raise ImportRefused(f"$.messages[{row[0]}].parent_id", why)
-    for target_section, table, col in (("messages", msg, "id"), ("model_inputs", ids, "id")):
-        extra = " AND x.section = 'model_inputs'" if table == ids else ""
-        row = _first((yield sa.text(
-            f"SELECT r.section, r.idx, r.field FROM {ref} r WHERE r.target_section = "
-            f"'{target_section}' AND NOT EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = "
-            f"r.target{extra}) ORDER BY r.section, r.idx LIMIT 1"
-        )))
+    for target_section, query in _DANGLING.items():
+        row = _first((yield query))
         if row is not None:
             raise ImportRefused(
                 f"$.{row[0]}[{row[1]}].{row[2]}",
                 f"names no entry of $.{target_section} (references stay inside the document)",
             )
     if th.active_leaf is not None:
-        found = _first((yield sa.text(f"SELECT 1 FROM {msg} WHERE id = :id"), {"id": th.active_leaf}))
-        if found is None:
+        if _first((yield (_HAS_MESSAGE, {"id": th.active_leaf}))) is None:
             raise ImportRefused("$.thread.active_leaf", "names no message of this document")
-    row = _first((yield (sa.text(
-        f"SELECT m.idx FROM {msg} m WHERE m.copy_of IS NOT NULL "
-        f"AND NOT EXISTS (SELECT 1 FROM {msg} d WHERE d.id = m.copy_of) "
-        "AND NOT EXISTS (SELECT 1 FROM convmem_messages x WHERE x.tenant = :tenant "
-        "AND x.id = m.copy_of) ORDER BY m.idx LIMIT 1"
-    ), {"tenant": tenant})))
+    row = _first((yield (_BAD_COPY, {"tenant": tenant})))
     if row is not None:
         raise ImportRefused(
             f"$.messages[{row[0]}].copy_of",
             "names no message of this document nor of this tenant (a copy's original must "
             "be in the document, or be the tenant's message it was forked from)",
         )
-    att, attref = _t("att"), _t("attref")
-    row = _first((yield sa.text(
-        f"SELECT b.idx, a.idx FROM {att} a JOIN {att} b ON a.sha = b.sha AND a.idx < b.idx "
-        "ORDER BY b.idx LIMIT 1"
-    )))
+    row = _first((yield _DUP_ATTACHMENT))
     if row is not None:
         raise ImportRefused(f"$.attachments[{row[0]}].sha256", f"repeats $.attachments[{row[1]}]")
-    row = _first((yield sa.text(
-        f"SELECT r.idx, r.field FROM {attref} r WHERE NOT EXISTS "
-        f"(SELECT 1 FROM {att} a WHERE a.sha = r.sha) ORDER BY r.idx LIMIT 1"
-    )))
+    row = _first((yield _MISSING_ATTACHMENT))
     if row is not None:
         raise ImportRefused(
             f"$.messages[{row[0]}].{row[1]}", "names no entry of $.attachments (missing data)"
         )
-    row = _first((yield sa.text(
-        f"SELECT r.idx, r.field, a.size FROM {attref} r JOIN {att} a ON a.sha = r.sha "
-        "WHERE a.size <> r.size ORDER BY r.idx LIMIT 1"
-    )))
+    row = _first((yield _ATTACHMENT_SIZE))
     if row is not None:
         raise ImportRefused(
             f"$.messages[{row[0]}].{row[1].replace('sha256', 'size')}",
             f"does not match the attachment's size ({row[2]})",
         )
-    row = _first((yield sa.text(
-        f"SELECT a.idx FROM {att} a WHERE NOT EXISTS (SELECT 1 FROM {attref} r "
-        "WHERE r.sha = a.sha) ORDER BY a.idx LIMIT 1"
-    )))
+    row = _first((yield _UNREFERENCED_ATTACHMENT))
     if row is not None:
         raise ImportRefused(
             f"$.attachments[{row[0]}]", "is referenced by no unredacted message of the document"
@@ -571,21 +610,8 @@ def _check_whole(ctx: Ctx, tenant: str, st: _Staged, new_ids: bool) -> Op[None]:
             f"thread {th.id!r} (key {th.key!r}) already exists for this tenant; import with "
             "new_id=True (convmem threads import --new-id)"
         )
-    checks = (
-        ("messages", f"SELECT s.idx FROM {msg} s JOIN convmem_messages x ON x.tenant = :tenant "
-         "AND x.id = s.id ORDER BY s.idx LIMIT 1"),
-        *(
-            (section, f"SELECT s.idx FROM {ids} s JOIN {table} x ON x.tenant = :tenant "
-             f"AND x.id = s.id WHERE s.section = '{section}' ORDER BY s.idx LIMIT 1")
-            for section, table in (
-                ("model_inputs", "convmem_turns"),
-                ("derived", "convmem_derived"),
-                ("redactions", "convmem_redactions"),
-            )
-        ),
-    )
-    for section, query in checks:
-        row = _first((yield (sa.text(query), {"tenant": tenant})))
+    for section, query in _TAKEN.items():
+        row = _first((yield (query, {"tenant": tenant})))
         if row is not None:
             raise ImportRefused(
                 f"$.{section}[{row[0]}].id",
