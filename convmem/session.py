@@ -26,7 +26,12 @@ input. If (1) cannot be written the call raises ``TranscriptUnavailable`` before
 model is called; ``on_transcript_error="degrade"`` logs a WARNING, counts it in
 ``stats.transcript_failures`` and lets the turn go on. The application's thread id is
 the transcript thread's *key* (``get_or_create_thread``), so every ``SessionMemory`` of
-the tenant (two devices, two workers) appends to one thread. The turn in progress is
+the tenant (two devices, two workers) appends to one thread. A turn binds to that
+thread's incarnation when it begins (one read, ``TranscriptStore.bind_turn``) and its
+commit points write only there: a turn that began before ``delete_thread`` fails its
+commit point with ``ThreadDeleted`` and writes nothing, so an erased thread never
+comes back. Its model input lists the recorded questions its block quotes, the links
+redaction follows. The turn in progress is
 remembered in-process between the commit points (recovered from the session state's
 open turn when another process began it; its tool calls are then not recorded).
 ``edit_turn`` asks an edited question as a new turn beside the original, from the
