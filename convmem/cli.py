@@ -33,7 +33,7 @@ def _resolver_factory(spec: str | None) -> Any:
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
-    from convmem.evaluation import domain_loader, read_sessions, replay
+    from convmem.evaluation import SLOTS, domain_loader, read_sessions, replay
 
     sessions = read_sessions(args.file)
     report = replay(sessions, domain_loader(args.domains), resolver=_resolver_factory(args.resolver))
@@ -49,12 +49,15 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     table.add_row("turns", *(str(s["turns"]) for s in scopes.values()))
     table.add_row("fully correct",
                   *(f"{s['turns_fully_correct']} ({s['accuracy']:.1%})" for s in scopes.values()))
-    for slot in ("focus", "filters", "format", "clarify", "options", "rewrite"):
-        table.add_row(f"  {slot}", *(f"{s['per_slot'][slot]:.1%}" for s in scopes.values()))
+    for slot in SLOTS:
+        table.add_row(f"  {slot}", *("—" if s["per_slot"][slot] is None else f"{s['per_slot'][slot]:.1%}"
+                                      for s in scopes.values()))
     table.add_row("clarify rate, turns", *(f"{s['clarify_rate']['turns']:.1%}" for s in scopes.values()))
     table.add_row("clarify rate, sessions",
                   *(f"{s['clarify_rate']['sessions']:.1%}" for s in scopes.values()))
     console.print(table)
+    for tag, t in summary["per_tag"].items():
+        console.print(f"tag {tag}: {t['turns_fully_correct']}/{t['turns']} fully correct ({t['accuracy']:.1%})")
     for f in summary["failures"]:
         console.print(f"[red]✗[/red] {f['session']} turn {f['turn']}: {f['user']!r} wrong {f['wrong']}")
         console.print(f"    expected {json.dumps(f['expected'], sort_keys=True)}")

@@ -5,6 +5,10 @@ never names one. ``load_domain`` reads the §7 JSON file and validates it, raisi
 ``ConfigError`` with the file, the JSON path (``$.filters.region.values``) and what
 was expected. ``Domain`` is the same thing as typed objects, for applications that
 build it in code. A domain with no entities works: focus then comes from tool rules.
+
+The optional ``types`` (spec §10) declares, per entity type, the pronouns and nouns that
+can refer to an entity of that type; it switches on typed references and the ``salient``
+slot. A domain without it behaves exactly as one written before the key existed.
 """
 
 from __future__ import annotations
@@ -72,6 +76,26 @@ class ToolFocusRule:
 
 
 @dataclass(frozen=True, slots=True)
+class TypeWords:
+    """The words that can refer to an entity of one type (spec §10): pronouns ("they")
+    alone, nouns after "that", "this" or "the" ("that account"). Stored lower-case."""
+
+    pronouns: tuple[str, ...] = ()
+    nouns: tuple[str, ...] = ()
+
+    def declares(self, word: str, *, noun: bool) -> bool:
+        return word in (self.nouns if noun else self.pronouns)
+
+    @property
+    def declares_nothing(self) -> bool:
+        return not self.pronouns and not self.nouns
+
+
+#: How many other entities ``salient`` keeps in a domain that declares ``types`` (spec §10).
+SALIENT_SIZE = 2
+
+
+@dataclass(frozen=True, slots=True)
 class ToolRule:
     """What a tool's result and arguments do to the state (the seed's ``afterTool``, as data)."""
 
@@ -91,6 +115,13 @@ class Domain:
     formats: Mapping[Format, tuple[str, ...]] = field(default_factory=lambda: dict(DEFAULT_FORMAT_CUES))
     tools: Mapping[str, ToolRule] = field(default_factory=dict)
     custom_catalog: Catalog | None = None
+    types: Mapping[str, TypeWords] = field(default_factory=dict)
+
+    @property
+    def salient_size(self) -> int:
+        """Spec §10: two other entities when ``types`` is declared; none otherwise, so a
+        domain without types keeps exactly the state (and block) it always had."""
+        return SALIENT_SIZE if self.types else 0
 
     @cached_property
     def catalog(self) -> Catalog:
@@ -174,7 +205,7 @@ _MISSING = _Missing()
 def _parse(data: Any, source: str) -> Domain:
     c = _Checker(source)
     root = c.obj(data, "$")
-    c.keys(root, "$", {"name", "entities", "filters", "clear_phrases", "formats", "tools"})
+    c.keys(root, "$", {"name", "entities", "filters", "clear_phrases", "formats", "tools", "types"})
     name = c.string(root.get("name", _MISSING), "$.name")
 
     entities: list[Entity] = []
@@ -265,6 +296,8 @@ def _parse(data: Any, source: str) -> Domain:
             tfilters[fkey] = c.string(arg, f"{path}.filters.{fkey}")
         tools[tname] = ToolRule(tname, focus, tfilters)
 
+    types = _parse_types(c, root.get("types", {}), entities, tools)
+
     return Domain(
         name=name,
         entities=tuple(entities),
@@ -272,4 +305,37 @@ def _parse(data: Any, source: str) -> Domain:
         clear_phrases=clears,
         formats=formats,
         tools=tools,
+        types=types,
     )
+
+
+def _parse_types(
+    c: _Checker, raw: Any, entities: Sequence[Entity], tools: Mapping[str, ToolRule]
+) -> dict[str, TypeWords]:
+    """``$.types`` (spec §10): ``{type: {"pronouns": [word, ...], "nouns": [phrase, ...]}}``.
+
+    A declared type must be one the file can produce (an entity's type or a tool rule's
+    focus type) whenever the file names any: a misspelt type would otherwise silently
+    never match. Pronouns are single words; words are compared lower-case.
+    """
+    known = {e.type for e in entities} | {t.focus.type for t in tools.values() if t.focus}
+    types: dict[str, TypeWords] = {}
+    for tname, spec in c.obj(raw, "$.types").items():
+        path = f"$.types.{tname}"
+        if known and tname not in known:
+            raise ConfigError(
+                f"{c.source}: {path}: no entity or tool rule has type {tname!r}; "
+                f"expected one of {sorted(known)}"
+            )
+        words = c.obj(spec, path)
+        c.keys(words, path, {"pronouns", "nouns"})
+        pronouns = c.strings(words.get("pronouns", []), f"{path}.pronouns")
+        for i, p in enumerate(pronouns):
+            if len(p.split()) != 1:
+                raise c.fail(f"{path}.pronouns[{i}]", "a single word", p)
+        nouns = c.strings(words.get("nouns", []), f"{path}.nouns")
+        types[tname] = TypeWords(
+            pronouns=tuple(dict.fromkeys(p.strip().lower() for p in pronouns)),
+            nouns=tuple(dict.fromkeys(" ".join(n.lower().split()) for n in nouns)),
+        )
+    return types

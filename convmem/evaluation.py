@@ -2,8 +2,10 @@
 
 A turn is fully correct when focus (``{type, id}`` or null), filters (key → value),
 format, clarify and — when clarify is true — the options as an *ordered* list all
-match, and every ``rewritten_contains`` string appears (case-insensitively) in the
-rewrite made before tools run. Replay order (§8): the user text is resolved first; if
+match, every ``rewritten_contains`` string appears (case-insensitively) in the
+rewrite made before tools run, and — when the turn states it — ``salient`` matches as
+an ordered list of ``{type, id}`` (spec §10). ``per_slot`` scores ``salient`` over the
+turns that state it (None when none does); a turn's ``tags`` are scored in ``per_tag``. Replay order (§8): the user text is resolved first; if
 it clarifies, the turn has no tools; then the listed tool calls apply in order.
 """
 
@@ -23,7 +25,7 @@ from convmem.resolve import Resolver
 from convmem.session import Clarification, SessionMemory
 from convmem.state import SessionState
 
-SLOTS = ("focus", "filters", "format", "clarify", "options", "rewrite")
+SLOTS = ("focus", "filters", "format", "clarify", "options", "rewrite", "salient")
 
 
 @dataclass
@@ -34,7 +36,8 @@ class TurnResult:
     user: str
     expected: Mapping[str, Any]
     actual: dict[str, Any]
-    slots: dict[str, bool]
+    slots: dict[str, bool]  # "salient" only when the turn states it
+    tags: tuple[str, ...] = ()
 
     @property
     def correct(self) -> bool:
@@ -46,6 +49,12 @@ class EvalReport:
     turns: list[TurnResult] = field(default_factory=list)
 
     def summary(self, *, per_turn: bool = False) -> dict[str, Any]:
+        def slot_score(rows: list[TurnResult], slot: str) -> float | None:
+            scored = [r.slots[slot] for r in rows if slot in r.slots]
+            if not scored:
+                return None if slot == "salient" else 0.0
+            return round(sum(scored) / len(scored), 4)
+
         def score(rows: list[TurnResult]) -> dict[str, Any]:
             n = len(rows)
             sessions = {r.session for r in rows}
@@ -54,8 +63,7 @@ class EvalReport:
                 "turns": n,
                 "turns_fully_correct": sum(r.correct for r in rows),
                 "accuracy": round(sum(r.correct for r in rows) / n, 4) if n else 0.0,
-                "per_slot": {s: round(sum(r.slots[s] for r in rows) / n, 4) if n else 0.0
-                             for s in SLOTS},
+                "per_slot": {s: slot_score(rows, s) for s in SLOTS},
                 "clarify_rate": {
                     "turns": round(sum(r.actual["clarify"] for r in rows) / n, 4) if n else 0.0,
                     "sessions": round(len(clarified) / len(sessions), 4) if sessions else 0.0,
@@ -65,8 +73,15 @@ class EvalReport:
         by_domain: dict[str, list[TurnResult]] = defaultdict(list)
         for r in self.turns:
             by_domain[r.domain].append(r)
+        by_tag: dict[str, list[TurnResult]] = defaultdict(list)
+        for r in self.turns:
+            for tag in r.tags:
+                by_tag[tag].append(r)
         out = score(self.turns)
         out["per_domain"] = {d: score(rows) for d, rows in sorted(by_domain.items())}
+        out["per_tag"] = {t: {"turns": len(rows), "turns_fully_correct": sum(r.correct for r in rows),
+                              "accuracy": round(sum(r.correct for r in rows) / len(rows), 4)}
+                          for t, rows in sorted(by_tag.items())}
         out["failures"] = [
             {"session": r.session, "turn": r.turn, "user": r.user,
              "wrong": [s for s, ok in r.slots.items() if not ok],
@@ -115,12 +130,13 @@ def _actual(state: SessionState | None, clar: Clarification | None, rewrite: str
         "clarify": clar is not None,
         "options": [] if clar is None else [o.id for o in clar.options],
         "rewritten": rewrite,
+        "salient": [{"type": f.type, "id": f.id} for f in st.salient],
     }
 
 
 def _compare(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> dict[str, bool]:
     ef = expected.get("focus")
-    return {
+    slots = {
         "focus": (ef is None and actual["focus"] is None)
         or (ef is not None and actual["focus"] == {"type": ef.get("type"), "id": ef.get("id")}),
         "filters": dict(expected.get("filters") or {}) == actual["filters"],
@@ -131,6 +147,24 @@ def _compare(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> dict[str
         "rewrite": all(s.lower() in actual["rewritten"].lower()
                        for s in expected.get("rewritten_contains") or []),
     }
+    if expected.get("salient") is not None:  # spec §10: ordered, most recent first
+        slots["salient"] = [
+            {"type": e.get("type"), "id": e.get("id")} for e in expected["salient"]
+        ] == actual["salient"]
+    return slots
+
+
+def _check_salient(value: Any, session: str, turn: int) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("type"), str) and isinstance(e.get("id"), str)
+        for e in value
+    ):
+        raise ConfigError(
+            f"session {session!r} turn {turn}: $.expect.salient: expected a list of "
+            f"{{type, id}} objects, got {json.dumps(value)[:60]}"
+        )
 
 
 def replay(
@@ -166,8 +200,10 @@ def replay(
             mem.end_turn(thread)
             actual = _actual(mem.get_state(thread), clar, rewrite)
             expected = turn.get("expect") or {}
+            _check_salient(expected.get("salient"), s["id"], i)
             report.turns.append(TurnResult(s["id"], dname, i, turn["user"], expected, actual,
-                                           _compare(expected, actual)))
+                                           _compare(expected, actual),
+                                           tuple(str(t) for t in turn.get("tags") or ())))
     return report
 
 

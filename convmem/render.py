@@ -5,7 +5,9 @@ The prompt-size contract every adapter relies on: cl100k_base tokens; at most
 any state whatever its content; the empty state renders as ``""``. Every value that did
 not come from the domain file (questions, labels and ids from tools) is made *inert*:
 one line, quoted, capped, with nothing that could close the block or open a section
-or a role. The block never holds an answer, a passage or a tool result body.
+or a role. The block never holds an answer, a passage or a tool result body. Spec §10's
+other entities (``salient``) take one line after the focus, inert like the focus, and
+are the first thing given up when the slots exceed their budget.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from convmem.state import SessionState
+from convmem.state import Focus, SessionState
 from convmem.tokens import count_tokens, truncate_tokens
 
 HEADER = "## Session context"
@@ -48,14 +50,25 @@ def inert(text: str, *, max_tokens: int, max_chars: int = QUESTION_CHARS) -> str
     return truncate_tokens(cleaned, max_tokens)
 
 
-def _slot_lines(state: SessionState) -> list[str]:
+SALIENT_PREFIX = "Also in this conversation: "
+
+
+def _entity(f: Focus) -> str:
+    """``customer "Brightwater Farms" (C-1080)``: type, label and id, each made inert."""
+    return (
+        f"{inert(f.type, max_tokens=NAME_TOKENS)} "
+        f'"{inert(f.label, max_tokens=LABEL_TOKENS)}" ({inert(f.id, max_tokens=ID_TOKENS)})'
+    )
+
+
+def _slot_lines(state: SessionState, salient: int) -> list[str]:
+    """The slot lines with the first ``salient`` other entities."""
     lines: list[str] = []
     f = state.focus
     if f is not None:
-        lines.append(
-            f"Currently discussing: {inert(f.type, max_tokens=NAME_TOKENS)} "
-            f'"{inert(f.label, max_tokens=LABEL_TOKENS)}" ({inert(f.id, max_tokens=ID_TOKENS)})'
-        )
+        lines.append(f"Currently discussing: {_entity(f)}")
+        if salient > 0:  # spec §10: one line, most recent first
+            lines.append(SALIENT_PREFIX + "; ".join(_entity(s) for s in state.salient[:salient]))
     if state.filters:
         parts = [
             f"{inert(k, max_tokens=NAME_TOKENS)}={inert(v.value, max_tokens=VALUE_TOKENS)}"
@@ -67,9 +80,24 @@ def _slot_lines(state: SessionState) -> list[str]:
     return lines
 
 
+def _fits(lines: list[str], budget: int) -> bool:
+    return count_tokens("\n".join([HEADER, *lines])) <= budget
+
+
+def _slots(state: SessionState) -> list[str]:
+    """Slot lines within ``SLOT_BUDGET``: the oldest other entity is given up first (§10),
+    then trailing filters, then whole lines."""
+    n = len(state.salient)
+    lines = _slot_lines(state, n)
+    while n > 0 and not _fits(lines, SLOT_BUDGET):
+        n -= 1
+        lines = _slot_lines(state, n)
+    return _fit(lines, SLOT_BUDGET)
+
+
 def _fit(lines: list[str], budget: int) -> list[str]:
     """Drop trailing filters (then whole lines) until the block fits ``budget`` tokens."""
-    while lines and count_tokens("\n".join([HEADER, *lines])) > budget:
+    while lines and not _fits(lines, budget):
         filt = next((i for i, ln in enumerate(lines) if ln.startswith("Filters in effect: ")), None)
         if filt is not None and ", " in lines[filt]:
             lines[filt] = lines[filt].rsplit(", ", 1)[0]
@@ -80,7 +108,7 @@ def _fit(lines: list[str], budget: int) -> list[str]:
 
 def render(state: SessionState) -> str:
     """The fenced session block (the seed's ``renderState``); ``""`` for an empty state."""
-    lines = _fit(_slot_lines(state), SLOT_BUDGET)
+    lines = _slots(state)
     questions = [inert(q, max_tokens=QUESTION_TOKENS) for q in state.recent_questions[-3:]]
     while questions:
         candidate = [*lines, "Earlier in this session: " + "; ".join(f'"{q}"' for q in questions)]

@@ -9,6 +9,14 @@ a rewrite that *substitutes* rather than appends ("Who's their rep?" → "Who's
 Brightwater Farms's rep?"; "And Pinecrest Clinics?" → the previous question with the
 new name and every filter in effect named). It decides nothing about the state: that
 is the policy's job (``convmem.policy``).
+
+In a domain that declares ``types`` (spec §10) references are typed: a declared pronoun,
+or "that/this/the" + a declared noun, resolves to the focus when the focus's type
+declares the word (or declares nothing), else to the most recent ``salient`` entity
+whose type does; every resolved reference is substituted ("Has she chased them about
+it?" → "Has Sam Lee chased Brightwater Farms about it?"), and a first reference to a
+salient entity is reported (``Resolution.refers_to_salient``) for the policy to make it
+the focus. Every label enters a rewrite through ``_label_text``.
 """
 
 from __future__ import annotations
@@ -24,13 +32,15 @@ from datetime import date
 from typing import Protocol, runtime_checkable
 
 from convmem.catalog import Mention
-from convmem.domain import Domain, PeriodFilter, VocabFilter
+from convmem.domain import Domain, PeriodFilter, TypeWords, VocabFilter
 from convmem.periods import find_periods, is_period_value
-from convmem.state import FORMATS, Format, SessionState
+from convmem.state import FORMATS, Focus, Format, SessionState
 from convmem.text import (
     PERSONAL_PRONOUNS,
-    POSSESSIVE_PRONOUNS,
+    Token,
     elliptical_opener,
+    is_possessive,
+    pronoun_family,
     reference_tokens,
     stopwords,
     tokenize,
@@ -39,7 +49,12 @@ from convmem.text import (
 #: Spec §9: request words that carry no topic in a filter- or format-only message,
 #: plus interjections and quantifiers that carry none either.
 TOPIC_FREE_WORDS = frozenset(
-    ["show", "list", "put", "give", "pull", "switch", "include", "restrict", "just", "only", "instead", "again", "please", "similar", "version", "answer", "breakdown", "summarize", "summarise", "everything", "anything", "ok", "okay", "fine", "hm", "hmm", "sure", "thanks", "thank", "yes", "yeah", "right", "well", "actually", "also", "still", "let", "us", "let's"]
+    ["show", "list", "put", "give", "pull", "switch", "include", "restrict", "just", "only", "instead", "again", "please", "similar", "version", "answer", "breakdown", "summarize", "summarise", "everything", "anything", "ok", "okay", "fine", "hm", "hmm", "sure", "thanks", "thank", "yes", "yeah", "right", "well", "actually", "also", "still", "let", "us", "let's",
+     # the same kind of word: how a filter-only request is phrased ("What if we look at
+     # Q2 instead?", "Try Q1.", "Now do EMEA.", "Narrow it to overdue.")
+     "look", "try", "see", "check", "repeat", "redo", "rerun", "run", "view", "display",
+     "narrow", "filter", "limit", "change", "make", "go", "use", "apply", "keep", "drop",
+     "remove", "add", "exclude", "zoom", "expand", "swap", "same", "too", "either"]
 )
 
 _GROUPING = re.compile(r"\b(?:by|per)\s+[^\W\d_]+", re.IGNORECASE)
@@ -65,6 +80,9 @@ class Resolution:
     cue_only: bool = False
     residual: str = ""
     core_rewrite: str = ""  # the rewrite without the appended filter note (kept for repeats)
+    #: Spec §10: the salient entity the question's first reference resolves to; the
+    #: policy makes it the focus. Always None in a domain without ``types``.
+    refers_to_salient: Focus | None = None
 
 
 @runtime_checkable
@@ -230,24 +248,161 @@ def _residual(text: str, taken: Sequence[tuple[int, int]]) -> str:
 # --------------------------------------------------------------------------- rewrite
 
 
-def _possessive(label: str) -> str:
-    return f"{label}'s"
+def _label_text(label: str, *, possessive: bool = False) -> str:
+    """How an entity's label enters a rewrite: the one place every substitution goes
+    through (a pronoun, a typed reference, the "(about …)" note)."""
+    return f"{label}'s" if possessive else label
 
 
 def _substitute_pronoun(text: str, label: str, skip: Sequence[tuple[int, int]]) -> str | None:
     """Replace the first personal pronoun outside ``skip`` by ``label`` (possessive kept)."""
     toks = tokenize(text)
-    stops = stopwords()
     for i, tok in enumerate(toks):
         if tok.norm not in PERSONAL_PRONOUNS or _overlaps(tok.start, tok.end, skip):
             continue
-        possessive = tok.norm in POSSESSIVE_PRONOUNS
-        if tok.norm == "her":
-            nxt = toks[i + 1].norm if i + 1 < len(toks) else None
-            possessive = nxt is not None and nxt not in stops
-        repl = _possessive(label) if possessive else label
+        repl = _label_text(label, possessive=is_possessive(toks, i))
         return text[: tok.start] + repl + text[tok.end:]
     return None
+
+
+def carry_focus(rewritten: str, focus: Focus | None) -> str:
+    """The rewrite of a question that named nothing and kept ``focus`` (by any rule,
+    overlap included), naming the focus when it does not already: a follow-up the
+    model reads alone must still say what it is about ("What was the total?" →
+    "What was the total? (about Brightwater Farms)")."""
+    if focus is None or focus.label.lower() in rewritten.lower():
+        return rewritten
+    return f"{rewritten} (about {_label_text(focus.label)})"
+
+
+# --------------------------------------------------------------------------- typed references
+
+#: Spec §10: a declared noun refers back only right after one of these.
+DETERMINERS = frozenset({"that", "this", "the"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Reference:
+    """A typed reference in the question (spec §10) and what it resolved to."""
+
+    start: int
+    end: int
+    word: str  # the pronoun, or the noun phrase without its determiner
+    noun: bool
+    possessive: bool
+    target: Focus | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _TypeIndex:
+    pronouns: frozenset[str]
+    nouns: tuple[tuple[str, ...], ...]  # longest first (§10: the longest match wins)
+    types: Mapping[str, TypeWords]
+
+
+_TYPE_INDEX: weakref.WeakKeyDictionary[Domain, _TypeIndex] = weakref.WeakKeyDictionary()
+
+
+def _type_index(domain: Domain) -> _TypeIndex:
+    cached = _TYPE_INDEX.get(domain)
+    if cached is not None:
+        return cached
+    types = {
+        t: TypeWords(tuple(p.lower() for p in w.pronouns),
+                     tuple(" ".join(t.norm for t in tokenize(n)) for n in w.nouns))
+        for t, w in domain.types.items()
+    }
+    nouns = {tuple(n.split()) for w in types.values() for n in w.nouns if n}
+    built = _TypeIndex(
+        frozenset(p for w in types.values() for p in w.pronouns),
+        tuple(sorted(nouns, key=len, reverse=True)),
+        types,
+    )
+    _TYPE_INDEX[domain] = built
+    return built
+
+
+def _find_references(text: str, index: _TypeIndex, taken: Sequence[tuple[int, int]]) -> list[_Reference]:
+    """Declared pronouns and "that/this/the" + declared noun, in text order, outside ``taken``."""
+    toks = tokenize(text)
+    refs: list[_Reference] = []
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        if _overlaps(tok.start, tok.end, taken):
+            i += 1
+            continue
+        if tok.norm in DETERMINERS:
+            noun = _noun_at(toks, i + 1, index, taken)
+            if noun is not None:
+                last = toks[i + len(noun)]  # a possessive "'s" stays in the text after it
+                refs.append(_Reference(tok.start, last.end, " ".join(noun), True, False))
+                i += len(noun) + 1
+                continue
+        if tok.norm in index.pronouns:
+            refs.append(_Reference(tok.start, tok.end, tok.norm, False, is_possessive(toks, i)))
+        i += 1
+    return refs
+
+
+def _noun_at(
+    toks: Sequence[Token], i: int, index: _TypeIndex, taken: Sequence[tuple[int, int]]
+) -> tuple[str, ...] | None:
+    for noun in index.nouns:
+        span = toks[i:i + len(noun)]
+        if len(span) == len(noun) and tuple(t.norm for t in span) == noun and not _overlaps(
+            span[0].start, span[-1].end, taken
+        ):
+            return noun
+    return None
+
+
+def _declares(index: _TypeIndex, entity: Focus, ref: _Reference, *, is_focus: bool) -> bool:
+    """Spec §10: the focus takes a reference its type declares or when its type declares
+    nothing; a salient entity only one its type declares."""
+    words = index.types.get(entity.type)
+    if words is None or words.declares_nothing:
+        return is_focus
+    return words.declares(ref.word, noun=ref.noun)
+
+
+def _resolve_references(
+    refs: Sequence[_Reference], state: SessionState, index: _TypeIndex
+) -> list[_Reference]:
+    """Spec §10: the focus if its type declares the word (or declares nothing), else the
+    most recent salient entity whose type does. Reading: within one question an entity
+    one family of references ("they/them/their", one noun) resolved to is not a
+    candidate for another family; forms of one family resolve alike."""
+    candidates = [(f, i == 0) for i, f in enumerate((state.focus, *state.salient)) if f is not None]
+    claimed: dict[tuple[str, str], str] = {}  # entity -> the family that resolved to it
+    families: dict[str, Focus | None] = {}
+    out: list[_Reference] = []
+    for ref in refs:
+        family = f"noun:{ref.word}" if ref.noun else f"pronoun:{pronoun_family(ref.word)}"
+        if family in families:
+            target = families[family]
+        else:
+            target = next(
+                (c for c, is_focus in candidates
+                 if claimed.get((c.type, c.id), family) == family
+                 and _declares(index, c, ref, is_focus=is_focus)),
+                None,
+            )
+            families[family] = target
+            if target is not None:
+                claimed[(target.type, target.id)] = family
+        out.append(_Reference(ref.start, ref.end, ref.word, ref.noun, ref.possessive, target))
+    return out
+
+
+def _substitute_references(text: str, refs: Sequence[_Reference], named: set[tuple[str, str]]) -> str:
+    """Every resolved reference replaced by its entity's label, unless the question names it."""
+    for ref in sorted(refs, key=lambda r: r.start, reverse=True):
+        t = ref.target
+        if t is None or (t.type, t.id) in named:
+            continue
+        text = text[:ref.start] + _label_text(t.label, possessive=ref.possessive) + text[ref.end:]
+    return text
 
 
 def _filter_note(filters: Mapping[str, str], text: str) -> str:
@@ -284,10 +439,23 @@ class RuleResolver:
         refs = [t for t in reference_tokens(question) if not _overlaps(t.start, t.end, cues.taken)]
         ellipsis = elliptical_opener(question)
         cue_only = not mentions and _cue_only(question, cues)
-        refers_back = bool(refs) or ellipsis is not None or cue_only
+        typed: list[_Reference] = []
+        if domain.types:
+            typed = _resolve_references(
+                _find_references(question, _type_index(domain), cues.taken), state,
+                _type_index(domain),
+            )
+        resolved = [r for r in typed if r.target is not None]
+        first = typed[0].target if typed else None
+        salient_ref = first if first is not None and first != state.focus else None
+        refers_back = bool(refs) or bool(resolved) or ellipsis is not None or cue_only
         in_effect = {k: v.value for k, v in state.filters.items() if k not in cues.clears}
         in_effect.update(cues.filters)
-        core = self._rewrite(question, state, domain, today, cues, ellipsis, cue_only)
+        if domain.types:
+            core = self._typed_rewrite(question, state, domain, today, cues, ellipsis, cue_only,
+                                       typed, salient_ref)
+        else:
+            core = self._rewrite(question, state, domain, today, cues, ellipsis, cue_only)
         return Resolution(
             question=question,
             rewritten=core + (_filter_note(in_effect, core) if ellipsis else ""),
@@ -299,7 +467,53 @@ class RuleResolver:
             cue_only=cue_only,
             residual=_residual(question, cues.taken),
             core_rewrite=core,
+            refers_to_salient=salient_ref,
         )
+
+    def _typed_rewrite(
+        self,
+        question: str,
+        state: SessionState,
+        domain: Domain,
+        today: date,
+        cues: _Cues,
+        ellipsis: tuple[str, str] | None,
+        cue_only: bool,
+        refs: Sequence[_Reference],
+        salient_ref: Focus | None,
+    ) -> str:
+        """Spec §10's rewrite: every resolved reference substituted; a reference nothing
+        declares stays as typed. An elliptical repeat is the previous question (§9)
+        unless the question points at a salient entity, which that question was not about."""
+        focus = salient_ref or state.focus
+        text: str | None = None
+        if ellipsis is not None and state.last_rewrite and salient_ref is None:
+            text = self._repeat(state.last_rewrite, question, state, domain, today, cues)
+        if text is None:
+            named = {(e.type, e.id) for m in cues.mentions for e in m.candidates}
+            text = _substitute_references(question, refs, named).strip()
+        return self._about(text, question, focus, cues, ellipsis, cue_only,
+                           any(r.target is not None for r in refs))
+
+    def _about(
+        self,
+        text: str,
+        question: str,
+        focus: Focus | None,
+        cues: _Cues,
+        ellipsis: tuple[str, str] | None,
+        cue_only: bool,
+        typed_refs: bool = False,
+    ) -> str:
+        """Name the focus when the question refers back to it without its label in the text."""
+        if (
+            focus is not None
+            and not cues.mentions
+            and (ellipsis is not None or cue_only or typed_refs or reference_tokens(question))
+            and focus.label.lower() not in text.lower()
+        ):
+            text = f"{text} (about {_label_text(focus.label)})"
+        return text
 
     def _rewrite(
         self,
@@ -322,14 +536,7 @@ class RuleResolver:
             named_focus = any(focus.id in {e.id for e in m.candidates} for m in cues.mentions)
             if not named_focus:
                 text = _substitute_pronoun(text, focus.label, cues.cue_spans) or text
-        if (
-            focus is not None
-            and not cues.mentions
-            and (ellipsis is not None or cue_only or reference_tokens(question))
-            and focus.label.lower() not in text.lower()
-        ):
-            text = f"{text} (about {focus.label})"
-        return text
+        return self._about(text, question, focus, cues, ellipsis, cue_only)
 
     def _repeat(
         self,

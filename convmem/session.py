@@ -57,7 +57,7 @@ from convmem.policy import (
     start_turn,
 )
 from convmem.render import render
-from convmem.resolve import Resolution, Resolver, RuleResolver
+from convmem.resolve import Resolution, Resolver, RuleResolver, carry_focus
 from convmem.state import (
     OpenTurn,
     Option,
@@ -669,18 +669,20 @@ class SessionMemory:
                 resolution = yield _Resolve(asked, base, today)
                 resolved[key] = (asked, resolution)
             resolution = resolved[key][1]
-            outcome = apply_resolution(base, resolution, self.config, confirmed=chosen)
+            outcome = apply_resolution(base, resolution, self.config, confirmed=chosen,
+                                       salient_size=self.domain.salient_size)
             if isinstance(outcome, Clarify):
                 new = outcome.state.evolve(
                     pending=outcome.pending,
                     open_turn=OpenTurn(question, "", message_id, base, True, asked),
                 )
             else:
-                rewritten = (
-                    answer_rewrite(resolution, pending, chosen)
-                    if pending is not None and chosen is not None
-                    else resolution.rewritten
-                )
+                if pending is not None and chosen is not None:
+                    rewritten = answer_rewrite(resolution, pending, chosen)
+                elif resolution.mentions:
+                    rewritten = resolution.rewritten
+                else:  # named nothing: the kept focus is named in the rewrite
+                    rewritten = carry_focus(resolution.rewritten, outcome.state.focus)
                 new = outcome.state.evolve(
                     last_rewrite=rewritten if chosen is not None else outcome.state.last_rewrite,
                     open_turn=OpenTurn(question, rewritten, message_id, base, False, asked),

@@ -127,6 +127,30 @@ PERSONAL_PRONOUNS = frozenset(
     ["it", "its", "they", "them", "their", "theirs", "he", "him", "his", "she", "her", "hers"]
 )
 POSSESSIVE_PRONOUNS = frozenset({"its", "their", "theirs", "his", "hers"})
+#: Forms of one pronoun. In one question, forms of one family point at one entity and
+#: forms of different families at different ones ("has she chased them about it?":
+#: three entities, at most), the reading spec §10 states for typed references.
+_FAMILIES = {
+    "they": ("they", "them", "their", "theirs", "themselves"),
+    "it": ("it", "its", "itself"),
+    "he": ("he", "him", "his", "himself"),
+    "she": ("she", "her", "hers", "herself"),
+}
+_FAMILY_OF = {form: head for head, forms in _FAMILIES.items() for form in forms}
+
+
+def pronoun_family(word: str) -> str:
+    """The family a pronoun belongs to (``"them"`` → ``"they"``); any other word is its own."""
+    return _FAMILY_OF.get(word, word)
+
+
+def is_possessive(tokens: Sequence[Token], i: int) -> bool:
+    """Is the pronoun at ``tokens[i]`` possessive? "her" is when a non-stopword follows."""
+    word = tokens[i].norm
+    if word == "her":
+        nxt = tokens[i + 1].norm if i + 1 < len(tokens) else None
+        return nxt is not None and nxt not in stopwords()
+    return word in POSSESSIVE_PRONOUNS
 
 _ELLIPSIS = re.compile(
     r"^\s*(?:(?:ok(?:ay)?|hmm+|so|right|well|fine|great|thanks|cool|also|now|then)\b[\s,.!—–-]*)*"

@@ -4,7 +4,7 @@ Each thread's state is one string key, ``<prefix>:v1:state:{<tenant>:<thread_id>
 holding the JSON codec's bytes (format version inside) with a TTL set by every save
 and left alone by a load. ``save`` is a compare-and-set on the stored ``version``,
 run on the server as a Lua script (``EVALSHA``, falling back to ``EVAL`` when the
-script cache is cold) that reads the version from the value's head (``STATE_HEAD``)
+script cache is cold) that reads the version from the value's head (``{"v":2,"version":``)
 instead of decoding its JSON, so a turn costs two round trips: one GET, one script. Lua
 rather than ``WATCH``/``MULTI`` because an optimistic transaction needs three round
 trips and a pinned connection, and rather than ``FUNCTION`` because Redis 6.2 has none.
@@ -42,8 +42,7 @@ from redis.retry import Retry
 from convmem.errors import ConfigError, CorruptState, VersionConflict
 from convmem.state import (
     MAX_STATE_BYTES,
-    STATE_FORMAT_VERSION,
-    STATE_HEAD,
+    READABLE_FORMATS,
     SessionState,
     decode_state,
     encode_state,
@@ -59,22 +58,23 @@ Steps = Generator[Command, Any, T]
 
 #: Compare-and-set. KEYS[1] state key; ARGV: expected version, new value, TTL in ms.
 #: The stored version is read as ``convmem.state.stored_version`` does: 0 for a value
-#: over the size limit, the digits after ``STATE_HEAD`` for a value we encoded (no JSON
+#: over the size limit, the digits after the head ``{"v":<f>,"version":`` for a value we
+#: encoded in any readable format ``<f>`` (``READABLE_FORMATS``, one digit each: no JSON
 #: decoding on the hot path), else the non-negative numeric ``version`` of a JSON object
-#: in our format, else 0, so ``expected_version=0`` replaces a value that is not ours
-#: (even one of another Redis type: the GET error is caught). The SET refreshes the TTL.
+#: in a readable format, else 0, so ``expected_version=0`` replaces a value that is not
+#: ours (even one of another Redis type: the GET error is caught). The SET refreshes the TTL.
 #: Replies with one integer: the new version (>= 1) when written, or
 #: ``-1 - stored_version`` (<= -1) on a conflict.
 CAS_SCRIPT = """
 local version = 0
 local ok, cur = pcall(redis.call, 'GET', KEYS[1])
 if ok and cur and string.len(cur) <= @MAX_BYTES@ then
-  local head = string.match(cur, '^@HEAD@(%d+)[,}]')
+  local head = string.match(cur, '^{"v":[@FORMATS@],"version":(%d+)[,}]')
   if head then
     version = tonumber(head)
   else
     local decoded, data = pcall(cjson.decode, cur)
-    if decoded and type(data) == 'table' and data['v'] == @FORMAT@
+    if decoded and type(data) == 'table' and type(data['v']) == 'number' and @READABLE@
         and type(data['version']) == 'number' and data['version'] >= 0 then
       version = data['version']
     end
@@ -86,7 +86,8 @@ end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return version + 1
 """.replace("@MAX_BYTES@", str(MAX_STATE_BYTES)).replace(
-    "@HEAD@", STATE_HEAD.decode()).replace("@FORMAT@", str(STATE_FORMAT_VERSION))
+    "@FORMATS@", "".join(str(v) for v in READABLE_FORMATS)).replace(
+    "@READABLE@", "(" + " or ".join(f"data['v'] == {v}" for v in READABLE_FORMATS) + ")")
 
 #: Delete a corrupt value only if it is still the one we read (its SHA-1 matches).
 DISCARD_SCRIPT = """

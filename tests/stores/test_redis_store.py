@@ -294,9 +294,9 @@ def test_key_layout_value_format_and_ttl(redis_url: str, key_prefix: str) -> Non
         store.save("tenant-a", "thread-1", rich_state(), expected_version=0)
         key = f"{key_prefix}:v1:state:{{tenant-a:thread-1}}"
         stored = raw.get(key) or b""
-        assert stored.startswith(b'{"v":1,"version":1,')  # STATE_HEAD: CAS reads no JSON
+        assert stored.startswith(b'{"v":2,"version":1,')  # STATE_HEAD: CAS reads no JSON
         value = json.loads(stored)
-        assert (value["v"], value["version"]) == (1, 1)
+        assert (value["v"], value["version"]) == (2, 1)
         assert 110_000 < raw.pttl(key) <= 120_000
     finally:
         store.close()
@@ -332,7 +332,14 @@ async def test_cold_script_cache_falls_back_to_eval(
         b'{"version":-7,"v":1}',
         b'{"version":"7","v":1}',
         b'{"version":true,"v":1}',
-        b'{"v":2,"version":7}',
+        b'{"v":2,"version":7}',  # the current format's head
+        b'{"v":2,"version":7,"salient":[]}',
+        b'{"version":7,"v":2}',
+        b'{"v":3,"version":7}',  # a format we cannot read
+        b'{"version":7,"v":3}',
+        b'{"version":7,"v":"2"}',
+        b'{"version":7,"v":2.0}',
+        b'{"v":12,"version":7}',
         b'{"v": 1, "version": 7}',  # not our head (spaces): decoded
         b"[7]",
         b"\xff\x00garbage",
