@@ -603,8 +603,13 @@ RESOLUTION_SCHEMA: dict[str, object] = {
         "format": {"type": ["string", "null"], "enum": ["short", "detailed", "table", None]},
         "refers_back": {"type": "boolean",
                         "description": "true when the question refers to the current topic"},
+        "salient": {"type": ["string", "null"],
+                    "description": "id of the 'Also in this conversation' entity the question's "
+                                   "first reference (a pronoun, or 'that/this/the' + noun) points "
+                                   "at, or null"},
     },
-    "required": ["rewritten", "entities", "filters", "clear_filters", "format", "refers_back"],
+    "required": ["rewritten", "entities", "filters", "clear_filters", "format", "refers_back",
+                 "salient"],
     "additionalProperties": False,
 }
 
@@ -643,6 +648,12 @@ class StructuredResolver:
         lines.append("Formats: short, detailed, table (only when asked for).")
         if state.focus is not None:
             lines.append(f"Current focus: {state.focus.type} {state.focus.label!r}")
+        if state.salient:  # spec §10; absent otherwise, so prompts without it are unchanged
+            lines.append("Also in this conversation: " + "; ".join(
+                f"{s.type} {s.label!r} (id {s.id})" for s in state.salient))
+            lines.append("If the question's first reference (a pronoun, or 'that/this/the' + "
+                         "noun) points at one of those rather than the focus, set 'salient' to "
+                         "its id and rewrite the reference with its name; otherwise null.")
         if state.filters:
             lines.append("Filters in effect: " + ", ".join(f"{k}={v.value}" for k, v in state.filters.items()))
         if state.recent_questions:
@@ -726,6 +737,14 @@ class StructuredResolver:
         refers_back = data.get("refers_back")
         if not isinstance(refers_back, bool):
             raise ValueError("'refers_back' must be a boolean")
+        salient_id = data.get("salient")  # missing = null: answers from before §10 stay valid
+        if salient_id is not None and not isinstance(salient_id, str):
+            raise ValueError("'salient' must be a string or null")
+        referred = None
+        if salient_id is not None and domain.salient_size:
+            referred = next((f for f in state.salient if f.id == salient_id), None)
+            if referred is None:
+                raise ValueError(f"salient {salient_id!r} is not an entity in 'Also in this conversation'")
         taken = [(m.start, m.end) for m in mentions]
         text = rewritten.strip()[:1000]
         return Resolution(
@@ -738,6 +757,7 @@ class StructuredResolver:
             refers_back=refers_back,
             residual=_residual(question, taken),
             core_rewrite=text,
+            refers_to_salient=referred,
         )
 
 
