@@ -1,29 +1,53 @@
 """Hand-written labels for the typed-reference and generalisation dev sessions (issue 13).
-Every expect below was derived by hand from docs/session-state-spec.md §1-§10."""
-import json
 
-def tool(name, args, data, ok=True):
+Every ``expect`` below was derived by hand from docs/session-state-spec.md §1-§10, turn
+by turn, before the sessions were replayed; this file only spells them compactly. Run
+from the repository root to rewrite tests/data/typed_dev.jsonl and gaps_dev.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+
+def kind(type_: str) -> Callable[[str], tuple[str, str]]:
+    """``C = kind("customer")``; ``C("C-1080")`` is ``("customer", "C-1080")``."""
+
+    def make(id_: str) -> tuple[str, str]:
+        return (type_, id_)
+
+    return make
+
+
+def tool(name: str, args: dict[str, Any], data: Any, ok: bool = True) -> dict[str, Any]:
     return {"name": name, "args": args, "result": {"ok": ok, "data": data}}
 
-def rec(i, n): return {"id": i, "name": n}
+def rec(i: str, n: str) -> dict[str, str]:
+    return {"id": i, "name": n}
 
-def T(user, tools=(), focus=None, filters=None, fmt=None, clarify=False, options=(), rc=(), salient=(), tags=()):
+def T(user: str, tools: Any = (), focus: tuple[str, str] | None = None,
+      filters: dict[str, str] | None = None, fmt: str | None = None, clarify: bool = False,
+      options: Any = (), rc: Any = (), salient: Any = (), tags: Any = ()) -> dict[str, Any]:
     e = {"focus": None if focus is None else {"type": focus[0], "id": focus[1]},
          "filters": dict(filters or {}), "format": fmt, "clarify": clarify,
          "rewritten_contains": list(rc), "salient": [{"type": t, "id": i} for t, i in salient]}
-    if clarify: e["options"] = list(options)
+    if clarify:
+        e["options"] = list(options)
     d = {"user": user, "tools": list(tools), "expect": e}
-    if tags: d["tags"] = list(tags)
+    if tags:
+        d["tags"] = list(tags)
     return d
 
-def S(sid, domain, turns, today="2026-11-30"):
+def S(sid: str, domain: str, turns: list[dict[str, Any]], today: str = "2026-11-30") -> dict[str, Any]:
     return {"id": sid, "domain": domain, "today": today, "turns": turns}
 
 X = ("cross_type",)
-C = lambda i: ("customer", i)
-R = lambda i: ("rep", i)
-O = lambda i: ("order", i)
-P = lambda i: ("product", i)
+C = kind("customer")
+R = kind("rep")
+O = kind("order")  # noqa: E741
+P = kind("product")
 BW = tool("lookup_customer", {"name": "Brightwater Farms"}, rec("C-1080", "Brightwater Farms"))
 BEN = tool("lookup_rep", {"customer_id": "C-1080"}, rec("R-08", "Ben Carter"))
 Q3 = {"period": "2026-Q3"}
@@ -144,10 +168,10 @@ typed = [
  ]),
 ]
 
-PR = lambda i: ("property", i)
-TN = lambda i: ("tenant", i)
-MG = lambda i: ("manager", i)
-WO = lambda i: ("work_order", i)
+PR = kind("property")
+TN = kind("tenant")
+MG = kind("manager")
+WO = kind("work_order")
 NOV = "2026-11-02..2026-11-08"
 estates = [
  S("estates-001", "estates", [
@@ -250,10 +274,11 @@ untyped = [
 ]
 
 # ---------------------------------------------------------------- generalisation gaps
-G = lambda k: ("gap:" + k,)
-VH = lambda i: ("vehicle", i)
-DR = lambda i: ("driver", i)
-DP = lambda i: ("depot", i)
+def G(k: str) -> tuple[str]:
+    return ("gap:" + k,)
+VH = kind("vehicle")
+DR = kind("driver")
+DP = kind("depot")
 gaps = [
  S("gaps-001", "crm", [
    T("What did Granite Peak Bank order in last year's Q4?", [tool("lookup_customer", {"name": "Granite Peak Bank"}, rec("C-1089", "Granite Peak Bank")),
