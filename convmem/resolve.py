@@ -240,7 +240,7 @@ def _cue_only(text: str, cues: _Cues) -> bool:
 def _residual(text: str, taken: Sequence[tuple[int, int]]) -> str:
     out = list(text)
     for s, e in taken:
-        for i in range(s, e):
+        for i in range(max(s, 0), min(e, len(out))):
             out[i] = " "
     return " ".join("".join(out).split())
 
@@ -714,8 +714,9 @@ class StructuredResolver:
         for name in _strings(data.get("entities"), "entities"):
             for m in find(name):
                 start = lowered.find(m.text.lower())
-                start = start if start >= 0 else 0
-                mentions.append(Mention(start, start + len(m.text), m.text, m.candidates, m.kind))
+                # a name the question does not contain (the model's own wording) spans nothing
+                end = start + len(m.text) if start >= 0 else 0
+                mentions.append(Mention(max(start, 0), end, m.text, m.candidates, m.kind))
         filters: dict[str, str] = {}
         raw_filters = data.get("filters") or {}
         if not isinstance(raw_filters, Mapping):
