@@ -67,6 +67,7 @@ def rich_state(turn: int = 3) -> SessionState:
             mention="Alder",
         ),
         last_rewrite="revenue for Alder Works in beta, 2024-Q3",
+        salient=(Focus("team", "T-7", "Platform Team", "tool"),),
     )
 
 
@@ -320,6 +321,25 @@ class SessionStateStoreSpec:
         assert await api.save(TENANT, "t1", rich_state(9), expected_version=4) == 5
         loaded = await api.load(TENANT, "t1")
         assert loaded is not None and (loaded.version, loaded.turn) == (5, 9)
+        assert api.store.stats.degraded == 0
+
+    async def test_a_value_an_older_release_wrote_still_loads(self, api: StoreDriver) -> None:
+        """Format 1 (before ``salient``) loads with no salient entities, compare-and-set
+        reads its version from the head, and the next save writes the current format."""
+        old = (b'{"v":1,"version":3,"focus":{"type":"project","id":"C-40112","label":"Alder Works",'
+               b'"source":"tool"},"filters":{"stage":{"value":"beta","set_at_turn":2}},"format":null,'
+               b'"recent_questions":["revenue for Alder?"],"turn":2,"pending":null,'
+               b'"last_rewrite":null,"open_turn":null}')
+        await asyncio.to_thread(self.write_raw, api.store, TENANT, "t1", old)
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None and loaded.version == 3 and loaded.salient == ()
+        assert loaded.focus == Focus("project", "C-40112", "Alder Works", "tool")
+        with pytest.raises(VersionConflict) as info:
+            await api.save(TENANT, "t1", rich_state(), expected_version=0)
+        assert info.value.actual == 3
+        assert await api.save(TENANT, "t1", loaded.evolve(turn=3), expected_version=3) == 4
+        again = await api.load(TENANT, "t1")
+        assert again == loaded.evolve(turn=3, version=4)
         assert api.store.stats.degraded == 0
 
     async def test_state_too_large_to_load_back_is_not_written(
