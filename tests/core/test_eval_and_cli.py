@@ -86,8 +86,11 @@ def test_demo_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(t["memory_tokens"] <= 160 for t in turns)
     assert turns[5]["convmem_tokens"] / turns[0]["convmem_tokens"] <= 1.05
     assert [t["replay_tokens"] for t in turns] == sorted(t["replay_tokens"] for t in turns)
-    assert turns[1]["rewritten"] == "What did Brightwater Farms order last quarter?"
-    assert turns[3]["clarification"] and turns[3]["convmem_tokens"] == 0
+    # spec §10: after "Who's their rep?" moved the focus to the rep, "they" is still the customer
+    assert turns[2]["rewritten"] == "What did Brightwater Farms order last quarter?"
+    assert turns[3]["rewritten"] == "Briefly: has Priya Nair chased Brightwater Farms about it?"
+    assert 'Also in this conversation: customer "Brightwater Farms" (C-1080)' in turns[3]["block"]
+    assert turns[4]["clarification"] and turns[4]["convmem_tokens"] == 0
 
 
 def test_public_api_is_pinned() -> None:

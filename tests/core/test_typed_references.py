@@ -315,3 +315,15 @@ def test_a_kept_focus_is_named_in_the_rewrite(crm: Domain, question: str, rewrit
     assert isinstance(ctx, TurnContext) and ctx.rewritten == rewritten
     st = mem.get_state("t")
     assert st is not None and st.focus is not None and st.focus.id == "C-1080"
+
+
+def test_readme_typed_example_runs_as_pasted(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    readme = (DATA.parents[1] / "README.md").read_text("utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "demo_domain" in b]
+    exec(compile(block, "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "What did Brightwater Farms order last quarter?"
+    assert out[1] == "Has Priya Nair chased Brightwater Farms about it?"
+    assert 'Also in this conversation: customer "Brightwater Farms" (C-1080)' in out
