@@ -117,6 +117,14 @@ class Domain:
     custom_catalog: Catalog | None = None
     types: Mapping[str, TypeWords] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        for tname, words in self.types.items():
+            if not isinstance(tname, str) or not tname or not isinstance(words, TypeWords):
+                raise ConfigError(
+                    f"Domain.types[{tname!r}]: expected a convmem.domain.TypeWords, "
+                    f"got {type(words).__name__}"
+                )
+
     @property
     def salient_size(self) -> int:
         """Spec §10: two other entities when ``types`` is declared; none otherwise, so a

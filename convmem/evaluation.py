@@ -201,9 +201,12 @@ def replay(
             actual = _actual(mem.get_state(thread), clar, rewrite)
             expected = turn.get("expect") or {}
             _check_salient(expected.get("salient"), s["id"], i)
+            tags = turn.get("tags") or []
+            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+                raise ConfigError(f"session {s['id']!r} turn {i}: $.tags: expected a list of strings")
             report.turns.append(TurnResult(s["id"], dname, i, turn["user"], expected, actual,
                                            _compare(expected, actual),
-                                           tuple(str(t) for t in turn.get("tags") or ())))
+                                           tuple(tags)))
     return report
 
 

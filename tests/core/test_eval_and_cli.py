@@ -60,6 +60,9 @@ def test_salient_is_scored_only_when_stated_and_in_order(tmp_path: Path) -> None
     bad.write_text(json.dumps({"id": "s", "domain": "crm", "turns": [
         {"user": "hi", "expect": {"salient": [{"type": "customer"}]}}]}) + "\n")
     assert main(["eval", str(bad), "--domains", str(DATA / "domains")]) == 2
+    bad.write_text(json.dumps({"id": "s", "domain": "crm", "turns": [
+        {"user": "hi", "tags": "cross_type", "expect": {}}]}) + "\n")
+    assert main(["eval", str(bad), "--domains", str(DATA / "domains")]) == 2
 
 
 def test_per_turn_shows_salient(capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,6 +82,12 @@ def test_bad_types_name_the_json_path(tmp_path: Path, types: Any, message: str) 
     assert str(p) in str(info.value) and message in str(info.value)
 
 
+def test_types_built_in_code_are_checked() -> None:
+    with pytest.raises(ConfigError, match=r"Domain.types\['customer'\]: expected a convmem.domain.TypeWords"):
+        Domain(name="d", types={"customer": {"pronouns": ["they"]}})  # type: ignore[dict-item]
+    assert Domain(name="d", types={"customer": TypeWords(("they",))}).salient_size == 2
+
+
 def test_a_type_only_tool_rules_produce_is_known() -> None:
     d = Domain.from_dict({**_base(), "types": {"rep": {"pronouns": ["she"]}}})
     assert set(d.types) == {"rep"}
