@@ -38,9 +38,11 @@ from convmem.state import FORMATS, Focus, Format, SessionState
 from convmem.text import (
     PERSONAL_PRONOUNS,
     Token,
+    contraction_after,
     elliptical_opener,
     is_possessive,
     pronoun_family,
+    pronoun_view,
     reference_tokens,
     stopwords,
     tokenize,
@@ -256,12 +258,13 @@ def _label_text(label: str, *, possessive: bool = False) -> str:
 
 def _substitute_pronoun(text: str, label: str, skip: Sequence[tuple[int, int]]) -> str | None:
     """Replace the first personal pronoun outside ``skip`` by ``label`` (possessive kept)."""
-    toks = tokenize(text)
+    toks = pronoun_view(tokenize(text))
     for i, tok in enumerate(toks):
         if tok.norm not in PERSONAL_PRONOUNS or _overlaps(tok.start, tok.end, skip):
             continue
         repl = _label_text(label, possessive=is_possessive(toks, i))
-        return text[: tok.start] + repl + text[tok.end:]
+        cut, expansion = contraction_after(text, tok.end, word=tok.norm)
+        return text[: tok.start] + repl + expansion + text[tok.end + cut:]
     return None
 
 
@@ -324,7 +327,7 @@ def _type_index(domain: Domain) -> _TypeIndex:
 
 def _find_references(text: str, index: _TypeIndex, taken: Sequence[tuple[int, int]]) -> list[_Reference]:
     """Declared pronouns and "that/this/the" + declared noun, in text order, outside ``taken``."""
-    toks = tokenize(text)
+    toks = pronoun_view(tokenize(text))
     refs: list[_Reference] = []
     i = 0
     while i < len(toks):
@@ -401,7 +404,9 @@ def _substitute_references(text: str, refs: Sequence[_Reference], named: set[tup
         t = ref.target
         if t is None or (t.type, t.id) in named:
             continue
-        text = text[:ref.start] + _label_text(t.label, possessive=ref.possessive) + text[ref.end:]
+        cut, expansion = contraction_after(text, ref.end, word=ref.word) if not ref.noun else (0, "")
+        text = (text[:ref.start] + _label_text(t.label, possessive=ref.possessive) + expansion
+                + text[ref.end + cut:])
     return text
 
 

@@ -174,9 +174,43 @@ def elliptical_opener(text: str) -> tuple[str, str] | None:
     return m.group("opener").lower(), text[m.end():].strip()
 
 
+_CONTRACTIONS = {"re": "are", "ve": "have", "ll": "will", "d": "would"}
+_CONTRACTION = re.compile(r"['’](re|ve|ll|d)\b", re.IGNORECASE)
+
+
+def pronoun_view(tokens: Sequence[Token]) -> list[Token]:
+    """``tokens`` with a contracted pronoun cut to the pronoun ("they're" → they, its span
+    the four letters): a §9 pronoun still refers back when contracted."""
+    out: list[Token] = []
+    for t in tokens:
+        head, sep, tail = t.norm.partition("'")
+        if sep and tail in _CONTRACTIONS and head in PRONOUNS:
+            out.append(Token(head, t.start, t.start + len(head)))
+        else:
+            out.append(t)
+    return out
+
+
+_IS_OR_HAS = re.compile(r"['’]s(?=\s+(been|got|gone|had)\b)?\b", re.IGNORECASE)
+
+
+def contraction_after(text: str, end: int, *, word: str = "") -> tuple[int, str]:
+    """``(length, expansion)`` of the contraction right after a pronoun ending at ``end``
+    ("'re" → " are"; "'s" after it/he/she → " is", or " has" before "been"), so a
+    substituted label reads "Brightwater Farms are"; ``(0, "")`` when there is none."""
+    m = _CONTRACTION.match(text, end)
+    if m:
+        return len(m.group(0)), " " + _CONTRACTIONS[m.group(1).lower()]
+    if word in ("it", "he", "she"):
+        s = _IS_OR_HAS.match(text, end)
+        if s:
+            return 2, " has" if s.group(1) else " is"
+    return 0, ""
+
+
 def reference_tokens(text: str) -> list[Token]:
     """Tokens that refer back: §9 pronouns and one-anaphora ("the Toronto one", "ones")."""
-    toks = tokenize(text)
+    toks = pronoun_view(tokenize(text))
     stops = stopwords()
     out: list[Token] = []
     for i, tok in enumerate(toks):

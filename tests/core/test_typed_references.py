@@ -333,3 +333,25 @@ def test_readme_typed_example_runs_as_pasted(capsys: pytest.CaptureFixture[str])
     assert out[0] == "What did Brightwater Farms order last quarter?"
     assert out[1] == "Has Priya Nair chased Brightwater Farms about it?"
     assert 'Also in this conversation: customer "Brightwater Farms" (C-1080)' in out
+
+
+@pytest.mark.parametrize(
+    ("question", "typed_rewrite", "untyped_rewrite"),
+    [
+        ("They're late on payments, right?", "Brightwater Farms are late on payments, right?",
+         "Ben Carter are late on payments, right?"),
+        ("She's been chasing them?", "Ben Carter has been chasing Brightwater Farms?",
+         "Ben Carter has been chasing them?"),
+        ("He'll call them tomorrow?", "Ben Carter will call Brightwater Farms tomorrow?",
+         "Ben Carter will call them tomorrow?"),
+    ],
+)
+def test_contracted_pronouns_refer_back(typed: Domain, crm: Domain, question: str,
+                                        typed_rewrite: str, untyped_rewrite: str) -> None:
+    """A contracted pronoun is a pronoun (§9): it refers back and is substituted."""
+    from convmem.text import has_reference
+
+    assert has_reference(question)
+    got = RuleResolver().resolve(question, _state(BEN, BF), typed, TODAY).rewritten
+    assert got == typed_rewrite
+    assert RuleResolver().resolve(question, _state(BEN), crm, TODAY).rewritten == untyped_rewrite
