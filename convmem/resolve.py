@@ -36,6 +36,7 @@ from convmem.domain import Domain, PeriodFilter, TypeWords, VocabFilter
 from convmem.periods import find_periods, is_period_value
 from convmem.state import FORMATS, Focus, Format, SessionState
 from convmem.text import (
+    OBJECT_PRONOUNS,
     PERSONAL_PRONOUNS,
     Token,
     contraction_after,
@@ -369,31 +370,48 @@ def _declares(index: _TypeIndex, entity: Focus, ref: _Reference, *, is_focus: bo
     return words.declares(ref.word, noun=ref.noun)
 
 
+def _reference_key(ref: _Reference) -> tuple[str, str]:
+    """(family, role): one noun is its own family; a pronoun's family is its lemma
+    ("them" → they) and its role subject, object or possessive."""
+    if ref.noun:
+        return f"noun:{ref.word}", "subj"
+    role = "poss" if ref.possessive else ("obj" if ref.word in OBJECT_PRONOUNS else "subj")
+    return pronoun_family(ref.word), role
+
+
 def _resolve_references(
     refs: Sequence[_Reference], state: SessionState, index: _TypeIndex
 ) -> list[_Reference]:
     """Spec §10: the focus if its type declares the word (or declares nothing), else the
-    most recent salient entity whose type does. Reading: within one question an entity
-    one family of references ("they/them/their", one noun) resolved to is not a
-    candidate for another family; forms of one family resolve alike."""
+    most recent salient entity whose type does. Readings for several references in one
+    question: a reference does not take an entity another reference already took, except
+    that a repeated form takes what the first took ("they ... they") and a possessive takes
+    what the nearest earlier form of its pronoun took ("them ... their"); so subject and
+    object forms point at different entities ("he saw him"), as English would say
+    "himself" otherwise."""
     candidates = [(f, i == 0) for i, f in enumerate((state.focus, *state.salient)) if f is not None]
-    claimed: dict[tuple[str, str], str] = {}  # entity -> the family that resolved to it
-    families: dict[str, Focus | None] = {}
+    claimed: dict[tuple[str, str], tuple[str, str]] = {}  # entity -> the key that took it
+    taken: dict[tuple[str, str], Focus | None] = {}  # key -> what it resolved to
+    last_of_family: dict[str, Focus] = {}
     out: list[_Reference] = []
     for ref in refs:
-        family = f"noun:{ref.word}" if ref.noun else f"pronoun:{pronoun_family(ref.word)}"
-        if family in families:
-            target = families[family]
+        key = _reference_key(ref)
+        if key in taken:
+            target = taken[key]
+        elif key[1] == "poss" and key[0] in last_of_family:
+            target = last_of_family[key[0]]
         else:
             target = next(
                 (c for c, is_focus in candidates
-                 if claimed.get((c.type, c.id), family) == family
+                 if claimed.get((c.type, c.id), key) == key
                  and _declares(index, c, ref, is_focus=is_focus)),
                 None,
             )
-            families[family] = target
             if target is not None:
-                claimed[(target.type, target.id)] = family
+                claimed.setdefault((target.type, target.id), key)
+        taken[key] = target
+        if target is not None:
+            last_of_family[key[0]] = target
         out.append(_Reference(ref.start, ref.end, ref.word, ref.noun, ref.possessive, target))
     return out
 

@@ -127,9 +127,9 @@ PERSONAL_PRONOUNS = frozenset(
     ["it", "its", "they", "them", "their", "theirs", "he", "him", "his", "she", "her", "hers"]
 )
 POSSESSIVE_PRONOUNS = frozenset({"its", "their", "theirs", "his", "hers"})
-#: Forms of one pronoun. In one question, forms of one family point at one entity and
-#: forms of different families at different ones ("has she chased them about it?":
-#: three entities, at most), the reading spec §10 states for typed references.
+#: Object forms (a possessive "her" is told apart by ``is_possessive``).
+OBJECT_PRONOUNS = frozenset({"him", "her", "them"})
+#: Forms of one pronoun (spec §10's readings for several references in one question).
 _FAMILIES = {
     "they": ("they", "them", "their", "theirs", "themselves"),
     "it": ("it", "its", "itself"),

@@ -138,6 +138,13 @@ def _state(focus: Focus | None, *salient: Focus) -> SessionState:
         # forms of one pronoun point at one entity
         ("Did they pay, and did they reorder?", _state(BEN, BF),
          "Did Brightwater Farms pay, and did Brightwater Farms reorder?", BF),
+        # a possessive takes what the nearest earlier form of its pronoun took
+        ("Has she chased them about their invoice?", _state(SOFIA, MERIDIAN),
+         "Has Sofia Rossi chased Meridian Hotels about Meridian Hotels's invoice?", None),
+        # subject and object forms point at different entities ("she told herself" otherwise);
+        # the customer is the only other candidate and declares no "her": left as typed
+        ("Did she tell her about it?", _state(SOFIA, MERIDIAN),
+         "Did Sofia Rossi tell her about Meridian Hotels?", None),
         # possessives, a possessive "her" and an object "her"
         ("Who's their rep?", _state(BF), "Who's Brightwater Farms's rep?", None),
         ("What's her win rate?", _state(SOFIA), "What's Sofia Rossi's win rate?", None),
