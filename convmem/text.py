@@ -144,12 +144,24 @@ def pronoun_family(word: str) -> str:
     return _FAMILY_OF.get(word, word)
 
 
+#: Words that follow an object "her" but never a possessive one ("see her every month",
+#: "call her back", "give her everything"): quantifiers, adverbs of time and manner.
+_NOT_AFTER_POSSESSIVE = frozenset({
+    "every", "each", "again", "back", "today", "tomorrow", "yesterday", "tonight", "now",
+    "later", "soon", "yet", "already", "still", "too", "also", "ever", "please", "directly",
+    "personally", "right", "anymore", "regularly", "often", "weekly", "monthly", "daily",
+    "last", "next", "first", "something", "anything", "everything", "nothing", "either",
+    "instead", "quickly", "asap", "sometime", "everyday",
+})
+
+
 def is_possessive(tokens: Sequence[Token], i: int) -> bool:
-    """Is the pronoun at ``tokens[i]`` possessive? "her" is when a non-stopword follows."""
+    """Is the pronoun at ``tokens[i]`` possessive? "her" is when a word follows that could
+    be what she owns: not a stopword, and not a quantifier or adverb."""
     word = tokens[i].norm
     if word == "her":
         nxt = tokens[i + 1].norm if i + 1 < len(tokens) else None
-        return nxt is not None and nxt not in stopwords()
+        return nxt is not None and nxt not in stopwords() and nxt not in _NOT_AFTER_POSSESSIVE
     return word in POSSESSIVE_PRONOUNS
 
 _ELLIPSIS = re.compile(

@@ -362,3 +362,13 @@ def test_contracted_pronouns_refer_back(typed: Domain, crm: Domain, question: st
     got = RuleResolver().resolve(question, _state(BEN, BF), typed, TODAY).rewritten
     assert got == typed_rewrite
     assert RuleResolver().resolve(question, _state(BEN), crm, TODAY).rewritten == untyped_rewrite
+
+
+def test_an_object_her_before_an_adverb_is_not_possessive() -> None:
+    from convmem.text import is_possessive, tokenize
+
+    for text, expected in [("see her every month", False), ("call her back", False),
+                           ("her invoice", True), ("what's her win rate", True), ("tell her", False)]:
+        toks = tokenize(text)
+        i = next(j for j, t in enumerate(toks) if t.norm == "her")
+        assert is_possessive(toks, i) is expected, text

@@ -244,6 +244,52 @@ estates = [
  ]),
 ]
 
+PT = kind("patient")
+DC = kind("doctor")
+AP = kind("appointment")
+RX = kind("prescription")
+clinic = [
+ S("clinic-001", "clinic", [
+   T("Pull up Liam Walsh.", [tool("lookup_patient", {"name": "Liam Walsh"}, rec("PT-2", "Liam Walsh"))], PT("PT-2"), rc=["Liam Walsh"]),
+   T("Who is his doctor?", [tool("lookup_doctor", {"patient_id": "PT-2"}, rec("DC-2", "Dr Rafael Costa"))], DC("DC-2"), rc=["Liam Walsh"], salient=[PT("PT-2")]),
+   T("When did he last see him?", [], DC("DC-2"), rc=["Dr Rafael Costa", "Liam Walsh"], salient=[PT("PT-2")], tags=X),
+   T("Has the patient booked a follow-up?", [], PT("PT-2"), {"status": "booked"}, rc=["Liam Walsh"], salient=[DC("DC-2")], tags=X),
+   T("Show me that appointment.", [tool("get_appointment", {"patient_id": "PT-2"}, {"id": "AP-903"})], AP("AP-903"), {"status": "booked"}, rc=["Liam Walsh"], salient=[PT("PT-2"), DC("DC-2")]),
+   T("Who is it with?", [tool("lookup_doctor", {"appointment_id": "AP-903"}, rec("DC-1", "Dr Helen Park"))], DC("DC-1"), {"status": "booked"}, rc=["AP-903"], salient=[AP("AP-903"), PT("PT-2")]),
+   T("Does she know his history?", [], DC("DC-1"), rc=["Dr Helen Park", "Liam Walsh"], salient=[AP("AP-903"), PT("PT-2")], tags=X),
+ ]),
+ S("clinic-002", "clinic", [
+   T("How is Amara doing after the procedure?", [], None, clarify=True, options=["PT-1", "PT-3"]),
+   T("The one on the cardiology ward.", [tool("lookup_patient", {"name": "Amara Osei"}, rec("PT-1", "Amara Osei"))], PT("PT-1"), rc=["Amara Osei"], tags=("gap:clarify_attr",)),
+   T("Who is treating her?", [tool("lookup_doctor", {"patient_id": "PT-1"}, rec("DC-1", "Dr Helen Park"))], DC("DC-1"), rc=["Amara Osei"], salient=[PT("PT-1")]),
+   T("Is she on call this week?", [], DC("DC-1"), {"period": "2026-11-30..2026-12-06"}, rc=["Dr Helen Park"], salient=[PT("PT-1")]),
+   T("Did the patient pick up her prescription?", [], PT("PT-1"), {"period": "2026-11-30..2026-12-06"}, rc=["Amara Osei"], salient=[DC("DC-1")], tags=X),
+   T("Show me RX-72.", [tool("get_prescription", {"id": "RX-72"}, {"id": "RX-72"})], RX("RX-72"), {"period": "2026-11-30..2026-12-06"}, rc=["RX-72"], salient=[PT("PT-1"), DC("DC-1")]),
+   T("Who prescribed it?", [tool("lookup_doctor", {"prescription_id": "RX-72"}, rec("DC-3", "Dr Nia Evans"))], DC("DC-3"), rc=["RX-72"], salient=[RX("RX-72"), PT("PT-1")]),
+ ]),
+ S("clinic-003", "clinic", [
+   T("Look up Dr Costa.", [tool("lookup_doctor", {"name": "Dr Rafael Costa"}, rec("DC-2", "Dr Rafael Costa"))], DC("DC-2"), rc=["Dr Costa"]),
+   T("Which patients does he see on Mondays?", [], DC("DC-2"), rc=["Dr Rafael Costa"]),
+   T("Pull up Liam Walsh.", [tool("lookup_patient", {"name": "Liam Walsh"}, rec("PT-2", "Liam Walsh"))], PT("PT-2"), rc=["Liam Walsh"], salient=[DC("DC-2")]),
+   T("What time does the cafeteria open?", [], None),
+   T("Has he been discharged?", [], None, tags=("after_topic_change",)),
+ ]),
+ S("clinic-004", "clinic", [
+   T("List Amara Bello's appointments between December 1 and December 5.", [tool("list_appointments", {"patient_id": "PT-3", "period": "2026-12-01..2026-12-05"}, [{"id": "AP-905"}])],
+     PT("PT-3"), {"period": "2026-12-01..2026-12-05"}, rc=["Amara Bello"], tags=("gap:period",)),
+   T("Is the first one booked with Dr Evans?", [], DC("DC-3"), {"period": "2026-12-01..2026-12-05", "status": "booked"}, rc=["Dr Evans"], salient=[PT("PT-3")]),
+   T("Does she still see her every month?", [], DC("DC-3"), {"period": "2026-12-01..2026-12-05", "status": "booked"}, rc=["Dr Nia Evans", "Amara Bello"], salient=[PT("PT-3")], tags=X),
+   T("Pull up AP-905.", [tool("get_appointment", {"id": "AP-905"}, {"id": "AP-905"})], AP("AP-905"), {"status": "booked"}, rc=["AP-905"], salient=[DC("DC-3"), PT("PT-3")]),
+   T("Move the booking to next week and tell the patient.", [], AP("AP-905"), {"period": "2026-12-07..2026-12-13"}, rc=["AP-905", "Amara Bello"], salient=[DC("DC-3"), PT("PT-3")], tags=X),
+ ]),
+ S("clinic-005", "clinic", [
+   T("How many appointments did Dr Rafael Costra have in last year's Q4?", [tool("list_appointments", {"doctor_id": "DC-2", "period": "2025-Q4"}, [])],
+     DC("DC-2"), {"period": "2025-Q4"}, rc=["Dr Rafael Costra"], tags=("gap:typo", "gap:period")),
+   T("And this year?", [], DC("DC-2"), {"period": "2026"}, rc=["Dr Rafael Costa"], tags=("gap:ellipsis",)),
+   T("How many of those were missed?", [], DC("DC-2"), {"period": "2026", "status": "missed"}, rc=["Dr Rafael Costa"]),
+ ]),
+]
+
 U = ("untyped",)
 untyped = [
  S("untyped-001", "crm", [
@@ -335,9 +381,10 @@ gaps = [
 ]
 
 with open("tests/data/typed_dev.jsonl", "w") as f:
-    for s in typed + estates + untyped:
+    for s in typed + estates + clinic + untyped:
         f.write(json.dumps(s) + "\n")
 with open("tests/data/gaps_dev.jsonl", "w") as f:
     for s in gaps:
         f.write(json.dumps(s) + "\n")
-print(len(typed + estates + untyped), sum(len(s["turns"]) for s in typed + estates + untyped), len(gaps), sum(len(s["turns"]) for s in gaps))
+everything = typed + estates + clinic + untyped
+print(len(everything), sum(len(s["turns"]) for s in everything), len(gaps), sum(len(s["turns"]) for s in gaps))
