@@ -126,12 +126,61 @@ def _phrase_in(phrase: str, text: str) -> bool:
     return bool(words) and f" {words} " in text
 
 
+#: Words after which (within ``_NEGATION_WINDOW`` words of the same clause) an answer
+#: excludes an option. "No" is not one: "No, the Chicago one" picks Chicago.
+_NEGATORS = frozenset({"not", "isn't", "wasn't", "never", "except", "excluding", "nor"})
+_NEGATION_WINDOW = 3
+_CLAUSE = re.compile(r"[,.;:!?()\u2013\u2014]+|\s-\s")
+
+
+def _split_negated(message: str) -> tuple[list[str], list[str]]:
+    """The answer's words, and the words a negation covers ("not the Toronto one")."""
+    kept: list[str] = []
+    negated: list[str] = []
+    for clause in _CLAUSE.split(message):
+        words = _answer_words(clause)
+        covered = {j for i, w in enumerate(words) if w in _NEGATORS
+                   for j in range(i + 1, min(i + 1 + _NEGATION_WINDOW, len(words)))}
+        kept += [w for j, w in enumerate(words) if j not in covered]
+        negated += [w for j, w in enumerate(words) if j in covered]
+    return kept, negated
+
+
+def _describing_scores(options: Sequence[Option], toks: Sequence[str]) -> list[int]:
+    """Scores for what the words describe: a label only one option has 10 + its length,
+    a distinguishing attr value 5, and 2 for each word of a label or attr value that
+    only one option has ("the Labs one", "the logistics company")."""
+    text = " " + " ".join(toks) + " "
+    scores = [0] * len(options)
+    labels = [" " + " ".join(t.norm for t in tokenize(o.label)) + " " for o in options]
+    for i, label in enumerate(labels):
+        if labels.count(label) == 1 and label.strip() and label in text:
+            scores[i] += 10 + len(label)
+    for i, opt in enumerate(options):
+        for key, value in opt.attrs.items():
+            if _phrase_in(value, text) and sum(1 for o in options if o.attrs.get(key) == value) == 1:
+                scores[i] += 5
+    stems = {stem(w) for w in toks if len(w) > 2 and w not in stopwords()}
+    owners: dict[str, set[int]] = {}
+    for i, opt in enumerate(options):
+        for phrase in (opt.label, *opt.attrs.values()):
+            for w in _answer_words(phrase):
+                if len(w) > 2 and w not in stopwords():
+                    owners.setdefault(stem(w), set()).add(i)
+    for word, who in owners.items():
+        if len(who) == 1 and word in stems:
+            scores[next(iter(who))] += 2
+    return scores
+
+
 def match_option(pending: PendingClarification, message: str) -> Option | None:
     """Spec §3.1: pick an option by id, ordinal, a distinguishing attr, or label.
 
-    Scores, best unique score wins: id 100, ordinal 50, a label only one option has
-    10 + its length, a distinguishing attr value 5, and 2 for each word of a label or
-    attr value that only one option has ("the Labs one", "the logistics company").
+    Scores, best unique score wins: id 100, ordinal 50, then what the words describe
+    (``_describing_scores``). Words within three of a negation in the same clause ("not
+    the Toronto one")
+    describe options the answer excludes: an excluded option never wins, and when the
+    answer excludes all options but one and describes nothing else, that one wins.
     """
     options = pending.options
     toks = _answer_words(message)
@@ -148,27 +197,15 @@ def match_option(pending: PendingClarification, message: str) -> Option | None:
         ordinal = int(m.group(1)) - 1
     if ordinal is not None and 0 <= ordinal < len(options):
         scores[ordinal] += 50
-    labels = [" " + " ".join(t.norm for t in tokenize(o.label)) + " " for o in options]
-    for i, label in enumerate(labels):
-        if labels.count(label) == 1 and label.strip() and label in text:
-            scores[i] += 10 + len(label)
-    for i, opt in enumerate(options):
-        for key, value in opt.attrs.items():
-            if not _phrase_in(value, text):
-                continue
-            if sum(1 for o in options if o.attrs.get(key) == value) == 1:
-                scores[i] += 5
-    stems = {stem(w) for w in toks if len(w) > 2 and w not in stopwords()}
-    owners: dict[str, set[int]] = {}
-    for i, opt in enumerate(options):
-        for phrase in (opt.label, *opt.attrs.values()):
-            for w in _answer_words(phrase):
-                if len(w) > 2 and w not in stopwords():
-                    owners.setdefault(stem(w), set()).add(i)
-    for word, who in owners.items():
-        if len(who) == 1 and word in stems:
-            scores[next(iter(who))] += 2
+    kept, negated = _split_negated(message)
+    excluded = {i for i, sc in enumerate(_describing_scores(options, negated)) if sc > 0}
+    for i, sc in enumerate(_describing_scores(options, kept)):
+        scores[i] += sc
+    for i in excluded:
+        scores[i] = min(scores[i], 0)
     best = max(scores, default=0)
+    if best <= 0 and excluded and len(options) - len(excluded) == 1:
+        return next(o for i, o in enumerate(options) if i not in excluded)
     if best <= 0 or scores.count(best) != 1:
         return None
     return options[scores.index(best)]

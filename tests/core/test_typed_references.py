@@ -296,6 +296,10 @@ def test_reference_session_block_is_unchanged_without_types() -> None:
         ("Apex", "the supply company", "C-1070"),
         ("Apex", "the one in Sydney, Australia", "C-1070"),
         ("Harbor", "the healthcare one", "C-1051"),  # an attr the prompt does not show
+        ("Northline", "Not the Toronto one, the Chicago one.", "C-1043"),  # a negated attr excludes
+        ("Northline", "No, the Chicago one", "C-1043"),  # "no," is not a negation of what follows
+        ("Apex", "The one that is not in Austin", "C-1070"),  # all but one excluded
+        ("Northline", "Not Toronto.", None),  # two remain
         ("Northline", "Never mind. How many overdue orders do we have across all regions?", None),
         ("Northline", "the food one", None),  # two options are food distributors
     ],
