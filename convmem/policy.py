@@ -21,7 +21,7 @@ from typing import Any
 from convmem.catalog import Mention
 from convmem.domain import Domain, Entity, PeriodFilter, ToolRule, VocabFilter
 from convmem.periods import is_period_value
-from convmem.resolve import Resolution
+from convmem.resolve import Resolution, label_text
 from convmem.state import (
     FilterValue,
     Focus,
@@ -324,8 +324,8 @@ def answer_rewrite(resolution: Resolution, pending: PendingClarification, chosen
     """Spec §9: the original question with the ambiguous name replaced by the chosen label."""
     text = resolution.core_rewrite or resolution.rewritten
     if pending.mention and pending.mention in text:
-        return text.replace(pending.mention, chosen.label, 1)
-    return f"{text.rstrip()} — {chosen.label}"
+        return text.replace(pending.mention, label_text(chosen.label), 1)
+    return f"{text.rstrip()} — {label_text(chosen.label)}"
 
 
 # --------------------------------------------------------------------------- tools

@@ -16,7 +16,7 @@ declares the word (or declares nothing), else to the most recent ``salient`` ent
 whose type does; every resolved reference is substituted ("Has she chased them about
 it?" → "Has Sam Lee chased Brightwater Farms about it?"), and a first reference to a
 salient entity is reported (``Resolution.refers_to_salient``) for the policy to make it
-the focus. Every label enters a rewrite through ``_label_text``.
+the focus. Every label enters a rewrite through ``label_text``.
 """
 
 from __future__ import annotations
@@ -251,9 +251,10 @@ def _residual(text: str, taken: Sequence[tuple[int, int]]) -> str:
 # --------------------------------------------------------------------------- rewrite
 
 
-def _label_text(label: str, *, possessive: bool = False) -> str:
+def label_text(label: str, *, possessive: bool = False) -> str:
     """How an entity's label enters a rewrite: the one place every substitution goes
-    through (a pronoun, a typed reference, the "(about …)" note)."""
+    through (a pronoun, a typed reference, the "(about …)" note, a clarification's
+    chosen option in ``policy.answer_rewrite``)."""
     return f"{label}'s" if possessive else label
 
 
@@ -263,7 +264,7 @@ def _substitute_pronoun(text: str, label: str, skip: Sequence[tuple[int, int]]) 
     for i, tok in enumerate(toks):
         if tok.norm not in PERSONAL_PRONOUNS or _overlaps(tok.start, tok.end, skip):
             continue
-        repl = _label_text(label, possessive=is_possessive(toks, i))
+        repl = label_text(label, possessive=is_possessive(toks, i))
         cut, expansion = contraction_after(text, tok.end, word=tok.norm)
         return text[: tok.start] + repl + expansion + text[tok.end + cut:]
     return None
@@ -274,9 +275,9 @@ def carry_focus(rewritten: str, focus: Focus | None) -> str:
     overlap included), naming the focus when it does not already: a follow-up the
     model reads alone must still say what it is about ("What was the total?" →
     "What was the total? (about Brightwater Farms)")."""
-    if focus is None or focus.label.lower() in rewritten.lower():
+    if focus is None or label_text(focus.label).lower() in rewritten.lower():
         return rewritten
-    return f"{rewritten} (about {_label_text(focus.label)})"
+    return f"{rewritten} (about {label_text(focus.label)})"
 
 
 # --------------------------------------------------------------------------- typed references
@@ -423,7 +424,7 @@ def _substitute_references(text: str, refs: Sequence[_Reference], named: set[tup
         if t is None or (t.type, t.id) in named:
             continue
         cut, expansion = contraction_after(text, ref.end, word=ref.word) if not ref.noun else (0, "")
-        text = (text[:ref.start] + _label_text(t.label, possessive=ref.possessive) + expansion
+        text = (text[:ref.start] + label_text(t.label, possessive=ref.possessive) + expansion
                 + text[ref.end + cut:])
     return text
 
@@ -533,9 +534,9 @@ class RuleResolver:
             focus is not None
             and not cues.mentions
             and (ellipsis is not None or cue_only or typed_refs or reference_tokens(question))
-            and focus.label.lower() not in text.lower()
+            and label_text(focus.label).lower() not in text.lower()
         ):
-            text = f"{text} (about {_label_text(focus.label)})"
+            text = f"{text} (about {label_text(focus.label)})"
         return text
 
     def _rewrite(
