@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from convmem.identity import clean_text
 from convmem.state import SessionState
 from convmem.tokens import count_tokens, truncate_tokens
 
@@ -37,15 +38,25 @@ _TRANSLATE = str.maketrans({
 
 def inert(text: str, *, max_tokens: int, max_chars: int = QUESTION_CHARS) -> str:
     """One safe line: no control characters or newlines, no markup that opens a section,
-    a fence, a role or a chat-template token, and capped in characters and tokens."""
+    a fence, a role or a chat-template token, and capped in characters and tokens.
+    NUL and lone surrogates become U+FFFD first (``convmem.identity.clean_text``)."""
     cleaned = "".join(
-        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
+        for ch in clean_text(text)
     )
     cleaned = " ".join(cleaned.split()).translate(_TRANSLATE)
     cleaned = _ROLE.sub(lambda m: f"{m.group(1)} -", cleaned)
     if len(cleaned) > max_chars:
         cleaned = cleaned[: max_chars - 1].rstrip() + "…"
     return truncate_tokens(cleaned, max_tokens)
+
+
+def inert_label(label: str) -> str:
+    """A label that did not come from the user (a catalog's, a tool's, any entity the
+    state carries) as it may enter the rewritten question: made inert and bounded
+    exactly as the block shows it (issue 11, finding 7: a tool result's label went into
+    the user message raw, newlines, ``## SYSTEM`` and chat-template tokens included)."""
+    return inert(label, max_tokens=LABEL_TOKENS)
 
 
 def _slot_lines(state: SessionState) -> list[str]:
