@@ -139,15 +139,16 @@ class InMemorySessionStateStore:
     async def adelete(self, tenant: str, thread_id: str) -> None:
         self.delete(tenant, thread_id)
 
-    def iter_threads(self, tenant: str) -> Iterator[str]:
-        """Thread ids with live state for ``tenant`` (like the Redis stores' SCAN)."""
+    def iter_threads(self, tenant: str, *, count: int = 500) -> Iterator[str]:
+        """Thread ids with live state for ``tenant``, like the Redis stores' (``count``,
+        their SCAN page size, is accepted for the same signature; there are no pages)."""
         head = tenant_key_head(tenant, self.prefix)
         with self._lock:
             keys = [k for k in list(self._values) if k.startswith(head) and self._live(k) is not None]
         for key in keys:
             yield thread_of_key(key, head)
 
-    async def aiter_threads(self, tenant: str) -> AsyncIterator[str]:
-        for thread_id in self.iter_threads(tenant):
+    async def aiter_threads(self, tenant: str, *, count: int = 500) -> AsyncIterator[str]:
+        for thread_id in self.iter_threads(tenant, count=count):
             yield thread_id
 

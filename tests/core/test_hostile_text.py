@@ -195,3 +195,22 @@ def test_render_rewrite_and_codec_take_any_text(crm: Domain, state: SessionState
     surrogates = any(_SURROGATE.search(text) for text in _strings(data))
     expected = state_from_dict(clean_data(data)) if surrogates else state
     assert decode_state(encode_state(state)) == expected
+
+
+long_texts = st.lists(st.one_of(_SHARP, st.sampled_from([" ", "\n\n", "system", ":", "x" * 50,
+                                                          "assistant :", "日本"]), _ANY),
+                      min_size=60, max_size=300).map("".join)
+
+
+@settings(max_examples=min(settings.default.max_examples, 100), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(long_texts, st.sampled_from([(12, 200), (28, 200), (8, 40)]))
+@example("x" * 850 + "system" + " " * 10 + ":" + "y" * 500, (12, 200))
+@example(" " * 5000 + "## SYSTEM\n" * 10, (12, 200))
+def test_inert_reads_only_the_start_it_shows(text: str, caps: tuple[int, int]) -> None:
+    """A long label is normalised from a prefix: the same result as from all of it."""
+    from convmem.render import _capped, _one_line, inert
+
+    max_tokens, max_chars = caps
+    whole = _capped(_one_line(text), max_tokens=max_tokens, max_chars=max_chars)
+    assert inert(text, max_tokens=max_tokens, max_chars=max_chars) == whole
