@@ -66,6 +66,7 @@ _ALL = MessageStatus.ACTIVE  # BaseChatStore has no status: every write is activ
 
 def _configure(
     who: str,
+    reads_back: bool,
     store: TranscriptStore | SessionMemory | None,
     tenant: str | None,
     view: str,
@@ -108,7 +109,10 @@ def _configure(
             f"got tenant={tenant!r}; build SessionMemory(..., tenant={tenant!r})"
         )
     session = SessionOps(
-        store, rewrite=True if rewrite is None else rewrite, system_prompt=system_prompt
+        store,
+        rewrite=True if rewrite is None else rewrite,
+        system_prompt=system_prompt,
+        reads_back=reads_back,
     )
     return session, {
         "tenant": store.tenant,
@@ -155,7 +159,9 @@ class ConvMemChatStore(BaseChatStore):
         system_prompt: str | None = None,
         **data: Any,
     ) -> None:
-        ops, fields = _configure(type(self).__name__, store, tenant, view, rewrite, system_prompt)
+        ops, fields = _configure(
+            type(self).__name__, False, store, tenant, view, rewrite, system_prompt
+        )
         for name in ("database", "class_name"):
             data.pop(name, None)  # recomputed from the store (password masked)
         super().__init__(**{**data, **fields})
@@ -292,7 +298,9 @@ class ConvMemDBChatStore(AsyncDBChatStore):
         system_prompt: str | None = None,
         **data: Any,
     ) -> None:
-        ops, fields = _configure(type(self).__name__, store, tenant, view, rewrite, system_prompt)
+        ops, fields = _configure(
+            type(self).__name__, True, store, tenant, view, rewrite, system_prompt
+        )
         for name in ("database", "class_name"):
             data.pop(name, None)
         super().__init__(**{**data, **fields})
@@ -303,7 +311,9 @@ class ConvMemDBChatStore(AsyncDBChatStore):
         return "ConvMemDBChatStore"
 
     @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+    def _dump(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
         return _dumped(handler(self))
 
     def to_dict(self) -> dict[str, Any]:

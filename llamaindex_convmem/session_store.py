@@ -106,6 +106,8 @@ def tool_result(message: ChatMessage) -> ToolResult:
         return ToolResult(True, None)
     try:
         value: Any = json.loads(text)
+    except RecursionError:  # nested deeper than any record: no data
+        return ToolResult(True, None)
     except ValueError:
         try:
             value = ast.literal_eval(text)
@@ -197,6 +199,7 @@ class _Turn:
     input_done: bool = False  # commit point 1 written (or skipped under "degrade")
     steps: list[tuple[ChatMessage, NewMessage]] = field(default_factory=list)
     calls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    read_back: bool = False  # the next read is Memory's own check after a write
     archived: int = 0  # leading view items (question, steps) Memory archived this turn
     dropped: int = 0  # leading archived items deleted (delete_messages(status=ARCHIVED))
 
@@ -235,7 +238,12 @@ class SessionOps:
     """The session view's operations, as plans (same names as ``RecordOps``)."""
 
     def __init__(
-        self, memory: SessionMemory, *, rewrite: bool = True, system_prompt: str | None = None
+        self,
+        memory: SessionMemory,
+        *,
+        rewrite: bool = True,
+        system_prompt: str | None = None,
+        reads_back: bool = False,
     ) -> None:
         if not isinstance(memory, SessionMemory):
             raise ConfigError(
@@ -258,6 +266,9 @@ class SessionOps:
         self.record = RecordOps(memory.transcript, memory.tenant)
         self.rewrite = rewrite
         self.system_prompt = system_prompt
+        # ``Memory`` reads its store back after every write (``_manage_queue``, its token
+        # check); that read is not the one before a model call.
+        self.reads_back = reads_back
         self._turns: dict[str, _Turn] = {}
         self._idle: dict[str, _Served] = {}
         self._described: dict[str, tuple[str | None, str | None]] = {}
@@ -294,7 +305,9 @@ class SessionOps:
         system = head[0] if head and head[0].role == MessageRole.SYSTEM else None
         items = [_with_text(turn.message, message_text(head[-1]))] if turn.stored else []
         items += [m.model_copy(deep=True) for m, _ in turn.steps]
-        if serve and not turn.input_done:
+        if serve and turn.read_back:
+            turn.read_back = False
+        elif serve and not turn.input_done:
             # The question as the model gets it: ours, or the engine's own (it reads first
             # and appends it; ConvMemChatEngine hands it the rewrite).
             sent = message_text(items[0]) if turn.stored else _engine_question(started, turn.text)
@@ -368,8 +381,13 @@ class SessionOps:
                 yield from self._step(key, turn, message, new)
         yield from self._append(key, loose)
         self._idle.pop(key, None)  # an earlier read no longer stands for the next question
+        turn = self._turns.get(key)
+        if turn is not None and self.reads_back:
+            turn.read_back = True
 
-    def _open(self, key: str, message: ChatMessage, new: NewMessage, *, stored: bool) -> Plan[_Turn]:
+    def _open(
+        self, key: str, message: ChatMessage, new: NewMessage, *, stored: bool
+    ) -> Plan[_Turn]:
         text = message_text(message)
         question, message_id = _question(text), uuid.uuid4().hex
         started: Clarification | TurnContext = yield self._st(
@@ -426,7 +444,9 @@ class SessionOps:
         )
         user = self._user_record(turn, sent)
         try:
-            turn.record = yield from self.record.call_on(key, "begin_turn_record", user, model_input)
+            turn.record = yield from self.record.call_on(
+                key, "begin_turn_record", user, model_input
+            )
         except TranscriptUnavailable as exc:
             self._unrecorded(key, "commit point 1 (user message and model input)", exc)
         turn.input_done = True
@@ -439,7 +459,8 @@ class SessionOps:
                 rec = turn.record
                 yield self.record.call("complete_turn", rec.thread_id, rec.turn_id, messages)
             else:
-                yield from self.record.call_on(key, "append", [self._user_record(turn, None), *messages])
+                user = self._user_record(turn, None)
+                yield from self.record.call_on(key, "append", [user, *messages])
         except ThreadNotFound:
             log.warning("chat store key %r: its record was deleted during the turn; "
                         "the rest of the turn is not recorded", key)
@@ -516,7 +537,8 @@ class SessionOps:
         calls: dict[str, tuple[str, dict[str, Any]]] = {}
         for (message, _), rec in zip(pairs, records, strict=True):
             if message.role == MessageRole.USER:
-                yield self._st("begin_turn", key, _question(message_text(message)), message_id=rec.id)
+                question = _question(message_text(message))
+                yield self._st("begin_turn", key, question, message_id=rec.id)
             elif message.role == MessageRole.ASSISTANT and has_tool_calls(message):
                 calls.update(_tool_calls(message))
             elif message.role == MessageRole.ASSISTANT:
@@ -596,6 +618,13 @@ class SessionOps:
         opened = yield from self._open(key, message, to_new_message(message), stored=False)
         return opened.started
 
+    def no_model_call(self, key: str) -> None:
+        """The open turn is answered without a model call (a clarification): it records no
+        model input, whatever reads follow."""
+        turn = self._turns.get(key)
+        if turn is not None:
+            turn.input_done = True
+
     def describe(self, key: str, *, system_prompt: str | None, model: str | None) -> None:
         """The system prompt and model the key's model inputs record (``ConvMemChatEngine``
         fills them from the engine it wraps)."""
@@ -638,6 +667,9 @@ class KeyTurns:
 
     def describe(self, *, system_prompt: str | None, model: str | None) -> None:
         self.ops.describe(self.key, system_prompt=system_prompt, model=model)
+
+    def no_model_call(self) -> None:
+        self.ops.no_model_call(self.key)
 
     def history(self) -> list[ChatMessage]:
         return drive(self.ops.history(self.key))
