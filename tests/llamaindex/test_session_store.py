@@ -27,7 +27,7 @@ from llamaindex_convmem import ConvMemChatStore, ConvMemDBChatStore, SessionStat
 from llamaindex_convmem.session_store import tool_result
 from tests.llamaindex.conftest import TODAY
 from tests.llamaindex.li_helpers import CapturingLLM, roles_and_text
-from tests.recorded_inputs import arecord, record
+from tests.recorded_inputs import record
 
 ACTIVE, ARCHIVED = MessageStatus.ACTIVE, MessageStatus.ARCHIVED
 SYSTEM = "You are a CRM assistant."
@@ -348,7 +348,7 @@ def test_positional_edits_of_a_history_are_refused(store: ConvMemChatStore) -> N
     store.add_messages("k", [user(Q1), bot("Loaded.")])
     for call in (lambda: store.delete_message("k", 0), lambda: store.delete_last_message("k"),
                  lambda: store.add_message("k", user("x"), idx=0)):
-        with pytest.raises(ConfigError, match="view='session'.*record view"):
+        with pytest.raises(ConfigError, match=r"view='session'.*record view"):
             call()
     assert store.get_messages("k") == [system(BLOCK1)]
 
@@ -541,9 +541,9 @@ def test_serialization_and_rebuilding(recorded: SessionMemory) -> None:
 
 def test_bad_arguments_are_named(recorded: SessionMemory, crm: Domain) -> None:
     assert recorded.transcript is not None
-    with pytest.raises(ConfigError, match="needs a convmem.SessionMemory"):
+    with pytest.raises(ConfigError, match=r"needs a convmem\.SessionMemory"):
         ConvMemChatStore(recorded.transcript, view="session")
-    with pytest.raises(ConfigError, match="for view='session'.*memory.transcript"):
+    with pytest.raises(ConfigError, match=r"for view='session'.*memory\.transcript"):
         ConvMemChatStore(recorded)  # a memory without view="session" would silently replay
     with pytest.raises(ConfigError, match="no transcript"):
         ConvMemDBChatStore(SessionMemory(crm), view="session")
