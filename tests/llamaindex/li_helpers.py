@@ -100,6 +100,10 @@ class CapturingLLM(CountingLLM):
         self.prompts.append(prompt)
         return super().complete(prompt, formatted=formatted, **kwargs)
 
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        self.prompts.append(prompt)
+        return await super().acomplete(prompt, formatted=formatted, **kwargs)
+
 
 def sent(r: ReconstructedInput) -> list[tuple[str, str]]:
     """The record's model input in LlamaIndex's shape: the engine's system prompt, the
