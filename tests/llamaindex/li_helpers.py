@@ -7,7 +7,7 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.bridge.pydantic import Field
-from llama_index.core.llms import ChatMessage, ChatResponse
+from llama_index.core.llms import ChatMessage, ChatResponse, LLMMetadata
 from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
@@ -73,11 +73,22 @@ class CapturingLLM(CountingLLM):
     goes through ``chat``), every completion prompt, and answers from ``answers`` when
     given (else it echoes its prompt, as the mock does)."""
 
-    def __init__(self, answers: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(
+        self, answers: Sequence[str] = (), window: int | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.__dict__["received"] = []
         self.__dict__["prompts"] = []
         self.__dict__["answers"] = list(answers)
+        self.__dict__["window"] = window
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        """The mock's metadata; with ``window=``, that context window (engines size
+        their prompts from it)."""
+        meta = super().metadata
+        window = self.__dict__["window"]
+        return meta if window is None else meta.model_copy(update={"context_window": window})
 
     @property
     def received(self) -> list[list[tuple[str, str]]]:
