@@ -23,8 +23,9 @@ written here with the messages exactly as LlamaIndex gave them (``_records``): (
 user message with the model input — the block (or the clarification instruction) and
 the question as sent, the state snapshot, the system prompt given to the store — at the
 *first read of the open turn*, which for engines that store the question and then read
-(``SimpleChatEngine``, agents) is the read right before the model call; (2) the steps
-and the answer with the answer, one transaction. An engine that reads before it writes
+(``SimpleChatEngine``, agents) is the read right before the model call (``Memory`` reads
+its store back after every write, its token check: the DB store does not count that
+read, ``reads_back``); (2) the steps and the answer, one transaction. An engine that reads before it writes
 (``ContextChatEngine``, ``CondensePlusContextChatEngine``) was shown the view of the
 read *before* the question arrived — one turn stale — so when the answer follows the
 question with no read in between, that earlier view is what commit point 1 records.

@@ -29,7 +29,12 @@ from llama_index.core.tools import FunctionTool
 
 from convmem.errors import ConfigError
 from convmem.session import SessionMemory
-from llamaindex_convmem import ConvMemChatEngine, ConvMemChatStore, ConvMemDBChatStore
+from llamaindex_convmem import (
+    ConvMemChatEngine,
+    ConvMemChatStore,
+    ConvMemDBChatStore,
+    wrap_tools,
+)
 from llamaindex_convmem.memory import CLARIFY_INSTRUCTION
 from tests.llamaindex.li_helpers import CapturingLLM, RecordingRetriever, roles_and_text, sent
 from tests.llamaindex.test_agent import SYSTEM as AGENT_SYSTEM
@@ -368,3 +373,25 @@ def test_wrapper_needs_a_session_view_or_a_convmem_memory(recorded: SessionMemor
         chat_store_key="k")
     with pytest.raises(ConfigError, match="view='session'"):
         ConvMemChatEngine(SimpleChatEngine.from_defaults(llm=CapturingLLM(), memory=plain))
+
+
+async def test_wrapped_tools_make_a_tool_result_fresh_within_the_run(
+    recorded: SessionMemory,
+) -> None:
+    """With ``wrap_tools(tools, session_memory, thread_id=key)`` the result sets the focus
+    the moment the tool returns, so the step after it already sees it; the store applies
+    the same result again at the end of the run (no change) and records the turn once."""
+    store = ConvMemDBChatStore(recorded, view="session", system_prompt=AGENT_SYSTEM)
+    memory = Memory.from_defaults(session_id="t-wrapped", chat_store=store)
+    script = Script()
+    tools = wrap_tools([FunctionTool.from_defaults(fn=f) for f in (lookup_customer, lookup_rep)],
+                       recorded, thread_id="t-wrapped")
+    agent = FunctionAgent(tools=tools, llm=MockFunctionCallingLLM(response_generator=script),
+                          system_prompt=AGENT_SYSTEM)
+    await agent.run(user_msg=Q1, memory=memory)
+    await agent.run(user_msg=Q2, memory=memory)
+    after_tool = roles_and_text(script.inputs[-1])
+    assert 'rep "Dana Whitfield"' in after_tool[1][1]  # the focus the tool just set
+    found, path = await arecord(recorded, "t-wrapped")
+    assert len(found) == 2 and [m.role for m in path].count("tool") == 2
+    assert len(path) == 8  # each message once
