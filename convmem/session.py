@@ -1018,14 +1018,7 @@ class SessionMemory:
     def _user_message(self, record: _OpenRecord, sent_question: str | None) -> NewMessage:
         from convmem.transcript import NewMessage
 
-        ours: dict[str, Any] = {}
-        if record.message_id is not None:
-            ours["message_id"] = record.message_id
-        ot = record.state.open_turn
-        if ot is not None and ot.rewritten and ot.rewritten != record.text:
-            ours["rewritten"] = ot.rewritten  # the resolver's reading (redaction reaches it)
-        if sent_question and sent_question != record.text:
-            ours["sent_as"] = sent_question
+        ours = question_provenance(record.text, record.state, record.message_id, sent_question)
         extra = {"convmem": ours} if ours else None
         return NewMessage(role="user", content=record.text, extra=extra)
 
@@ -1170,6 +1163,26 @@ def _tool_text(result: Any, outcome: ToolResult) -> str:
     if isinstance(result, (Mapping, list)):
         return json.dumps(result, default=str)
     return json.dumps({"ok": outcome.ok, "data": outcome.data}, default=str)
+
+
+def question_provenance(
+    text: str, state: SessionState, message_id: str | None, sent_question: str | None
+) -> dict[str, Any]:
+    """What a recorded user message keeps under ``extra["convmem"]``: the message id the
+    state knows it by, the resolver's reading of it and the text sent in its place.
+
+    Redaction and ``edit_turn`` find a question's other forms here (``_question_texts``),
+    so every writer of a user message uses this (the façade's commit points, the
+    LlamaIndex chat store's session view)."""
+    ours: dict[str, Any] = {}
+    if message_id is not None:
+        ours["message_id"] = message_id
+    ot = state.open_turn
+    if ot is not None and ot.rewritten and ot.rewritten != text:
+        ours["rewritten"] = ot.rewritten  # the resolver's reading (redaction reaches it)
+    if sent_question and sent_question != text:
+        ours["sent_as"] = sent_question
+    return ours
 
 
 def _question_texts(messages: list[Message]) -> set[str]:
