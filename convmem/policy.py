@@ -321,11 +321,13 @@ def apply_resolution(
 
 
 def answer_rewrite(resolution: Resolution, pending: PendingClarification, chosen: Option) -> str:
-    """Spec §9: the original question with the ambiguous name replaced by the chosen label."""
+    """Spec §9: the original question with the ambiguous name replaced by the chosen
+    label (inert and bounded: it comes from the catalog or a tool, not the user)."""
     text = resolution.core_rewrite or resolution.rewritten
+    label = label_text(chosen.label)
     if pending.mention and pending.mention in text:
-        return text.replace(pending.mention, label_text(chosen.label), 1)
-    return f"{text.rstrip()} — {label_text(chosen.label)}"
+        return text.replace(pending.mention, label, 1)
+    return f"{text.rstrip()} — {label}"
 
 
 # --------------------------------------------------------------------------- tools

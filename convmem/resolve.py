@@ -34,6 +34,7 @@ from typing import Protocol, runtime_checkable
 from convmem.catalog import Mention
 from convmem.domain import Domain, PeriodFilter, TypeWords, VocabFilter
 from convmem.periods import find_periods, is_period_value
+from convmem.render import inert_label
 from convmem.state import FORMATS, Focus, Format, SessionState
 from convmem.text import (
     OBJECT_PRONOUNS,
@@ -254,8 +255,10 @@ def _residual(text: str, taken: Sequence[tuple[int, int]]) -> str:
 def label_text(label: str, *, possessive: bool = False) -> str:
     """How an entity's label enters a rewrite: the one place every substitution goes
     through (a pronoun, a typed reference, the "(about …)" note, a clarification's
-    chosen option in ``policy.answer_rewrite``)."""
-    return f"{label}'s" if possessive else label
+    chosen option in ``policy.answer_rewrite``). The label did not come from the user:
+    inert and bounded like the block's (``render.inert_label``)."""
+    text = inert_label(label)
+    return f"{text}'s" if possessive else text
 
 
 def _substitute_pronoun(text: str, label: str, skip: Sequence[tuple[int, int]]) -> str | None:
@@ -671,10 +674,10 @@ class StructuredResolver:
                 lines.append(f"- {key}: {', '.join(sorted(spec.values))}")
         lines.append("Formats: short, detailed, table (only when asked for).")
         if state.focus is not None:
-            lines.append(f"Current focus: {state.focus.type} {state.focus.label!r}")
+            lines.append(f"Current focus: {state.focus.type} {inert_label(state.focus.label)!r}")
         if state.salient:  # spec §10; absent otherwise, so prompts without it are unchanged
             lines.append("Also in this conversation: " + "; ".join(
-                f"{s.type} {s.label!r} (id {s.id})" for s in state.salient))
+                f"{s.type} {inert_label(s.label)!r} (id {s.id})" for s in state.salient))
             lines.append("If the question's first reference (a pronoun, or 'that/this/the' + "
                          "noun) points at one of those rather than the focus, set 'salient' to "
                          "its id and rewrite the reference with its name; otherwise null.")

@@ -1,5 +1,7 @@
 """LlamaIndex adapters for convmem: memory, memory block, engine wrapper, tools, resolver,
-and the two chat stores over the durable record."""
+and the two chat stores over the durable record (``view="record"``: the history, replayed;
+``view="session"``: the session block and the current turn, so that changing only the
+chat store stops the replay)."""
 
 from llamaindex_convmem.block import SESSION_BLOCK_TEMPLATE, SessionStateBlock
 from llamaindex_convmem.chat_store import ConvMemChatStore, ConvMemDBChatStore

@@ -338,7 +338,7 @@ def test_readme_typed_example_runs_as_pasted(capsys: pytest.CaptureFixture[str])
     import re
 
     readme = (DATA.parents[1] / "README.md").read_text("utf-8")
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "demo_domain" in b]
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "chased them" in b]
     exec(compile(block, "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "What did Brightwater Farms order last quarter?"
