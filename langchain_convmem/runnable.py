@@ -8,9 +8,14 @@ nothing when the block is empty) instead of every earlier message. It is a plain
 warns on every construction. Per call: ``begin_turn``; a clarification is returned
 at once in the wrapped chain's own output shape (an ``AIMessage``, a ``str`` after a
 ``StrOutputParser``, or ``{output_messages_key: AIMessage}``) and the chain is not
-called; otherwise the chain runs (with the rewrite as its input when ``rewrite=True``)
-and its answer goes to ``end_turn``. A chain that raises leaves the turn open, so
-asking again resumes it (the façade is idempotent on the same question).
+called; otherwise the chain runs (with the rewrite as its input when ``rewrite=True``,
+the default, and on a turn that answers a clarification whatever ``rewrite`` says:
+``TurnContext.sent_question``) and its answer goes to ``end_turn``. Each call is one
+run named ``RunnableWithSessionMemory`` in LangChain tracing (``_call_with_config``),
+the chain's runs nested under it; a clarification is a run with no children. The
+tenant is ``configurable["tenant_id"]``, else the memory's (``docs/tenancy.md``). A
+chain that raises leaves the turn open, so asking again resumes it (the façade is
+idempotent on the same question).
 ``batch``/``abatch`` come from ``Runnable`` and go through ``invoke``/``ainvoke``.
 
 With a transcript on the ``SessionMemory``, the wrapper cannot see the chain's prompt,
@@ -29,7 +34,12 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast
 from uuid import UUID
 
-from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
+from langchain_core.callbacks import (
+    AsyncCallbackHandler,
+    AsyncCallbackManagerForChainRun,
+    BaseCallbackHandler,
+    CallbackManagerForChainRun,
+)
 from langchain_core.callbacks.base import BaseCallbackManager
 from langchain_core.messages import (
     AIMessage,
@@ -38,7 +48,7 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
 )
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 
 from convmem.errors import ConfigError
@@ -75,7 +85,7 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         input_messages_key: str | None = None,
         history_messages_key: str | None = None,
         output_messages_key: str | None = None,
-        rewrite: bool = False,
+        rewrite: bool = True,
         output_type: OutputKind | None = None,
     ) -> None:
         if not isinstance(runnable, Runnable):
@@ -128,7 +138,44 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         ])
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        config = ensure_config(config)
+        """One turn, traced as a run named after this wrapper (the chain is its child)."""
+        return self._call_with_config(self._invoke, input, config, run_type="chain", **kwargs)
+
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Any:
+        return await self._acall_with_config(
+            self._ainvoke, input, config, run_type="chain", **kwargs
+        )
+
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    ) -> Iterator[Any]:
+        yield from self._transform_stream_with_config(
+            iter([input]), self._stream, config, run_type="chain", **kwargs
+        )
+
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    ) -> AsyncIterator[Any]:
+        async def one() -> AsyncIterator[Any]:
+            yield input
+
+        async for chunk in self._atransform_stream_with_config(
+            one(), self._astream, config, run_type="chain", **kwargs
+        ):
+            yield chunk
+
+    # ------------------------------------------------------------------ one turn, inside the run
+    # ``config`` here is the run's child config: the chain's runs nest under ours.
+
+    def _invoke(
+        self,
+        input: Any,
+        run_manager: CallbackManagerForChainRun,
+        config: RunnableConfig,
+        **kwargs: Any,
+    ) -> Any:
         memory, session = self._scope(config)
         question, message_id, text = self._question(input)
         started = memory.begin_turn(session, question, message_id=message_id, full_text=text)
@@ -140,10 +187,13 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         memory.end_turn(session, answer=self._answer(output))
         return output
 
-    async def ainvoke(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    async def _ainvoke(
+        self,
+        input: Any,
+        run_manager: AsyncCallbackManagerForChainRun,
+        config: RunnableConfig,
+        **kwargs: Any,
     ) -> Any:
-        config = ensure_config(config)
         memory, session = self._scope(config)
         question, message_id, text = self._question(input)
         started = await memory.abegin_turn(
@@ -157,10 +207,14 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         await memory.aend_turn(session, answer=self._answer(output))
         return output
 
-    def stream(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    def _stream(
+        self,
+        inputs: Iterator[Any],
+        run_manager: CallbackManagerForChainRun,
+        config: RunnableConfig,
+        **kwargs: Any,
     ) -> Iterator[Any]:
-        config = ensure_config(config)
+        input = _single(list(inputs))
         memory, session = self._scope(config)
         question, message_id, text = self._question(input)
         started = memory.begin_turn(session, question, message_id=message_id, full_text=text)
@@ -175,10 +229,14 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
             yield chunk
         memory.end_turn(session, answer=self._answer(final))
 
-    async def astream(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    async def _astream(
+        self,
+        inputs: AsyncIterator[Any],
+        run_manager: AsyncCallbackManagerForChainRun,
+        config: RunnableConfig,
+        **kwargs: Any,
     ) -> AsyncIterator[Any]:
-        config = ensure_config(config)
+        input = _single([item async for item in inputs])
         memory, session = self._scope(config)
         question, message_id, text = self._question(input)
         started = await memory.abegin_turn(
@@ -248,8 +306,9 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         """The input with the block in the history slot and, if asked, the rewrite."""
         key = self._messages_slot(value)
         raw = value[key] if key is not None else value
-        if self.rewrite and started.rewritten and started.rewritten != started.question:
-            raw = _rewritten(raw, started.rewritten)
+        sent = started.sent_question(self.rewrite)
+        if sent and sent != started.question:
+            raw = _rewritten(raw, sent)
         history: list[BaseMessage] = [SystemMessage(content=started.block)] if started.block else []
         if self.history_messages_key:
             if not isinstance(value, Mapping):
@@ -301,6 +360,15 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         if isinstance(output, Sequence) and output and isinstance(output[-1], BaseMessage):
             return output[-1].text
         return None
+
+
+def _single(inputs: list[Any]) -> Any:
+    """The one input of a streamed turn (``stream``/``astream`` pass exactly one)."""
+    if len(inputs) != 1:
+        raise ConfigError(
+            f"RunnableWithSessionMemory: one input per turn, got {len(inputs)} streamed inputs"
+        )
+    return inputs[0]
 
 
 def _rewritten(raw: Any, text: str) -> Any:

@@ -5,7 +5,9 @@ with the message it is given, before it ever asks its memory. So the wrapper beg
 turn first (``ConvMemMemory.start``): a clarification is answered right here, with no
 retrieval and no model call, and recorded like any reply; otherwise the inner engine gets
 the *rewritten* question ("Who's their rep?" → "Who's Brightwater Farms's rep?"), so it
-retrieves and answers on a standalone question. The inner engine must have been built
+retrieves and answers on a standalone question (with the memory's ``rewrite=False``
+the user's words instead, except on a turn that answers a clarification: that one
+always carries the original question resolved to the chosen entity). The inner engine must have been built
 with the same ``ConvMemMemory`` (it records the answer and so closes the turn). Use
 ``CondensePlusContextChatEngine(skip_condense=True)``: the rewrite already is the
 condensed question, and condensing again costs a model call per turn.
@@ -35,10 +37,6 @@ from llama_index.core.chat_engine.types import (
 from convmem.errors import ConfigError
 from convmem.session import Clarification, TurnContext
 from llamaindex_convmem.memory import ConvMemMemory, message_text
-
-
-def _question(started: TurnContext, message: str) -> str:
-    return started.rewritten or message
 
 
 class ConvMemChatEngine(BaseChatEngine):
@@ -71,6 +69,11 @@ class ConvMemChatEngine(BaseChatEngine):
 
     # ------------------------------------------------------------------ helpers
 
+    def _question(self, started: TurnContext, message: str) -> str:
+        """What the inner engine retrieves and answers on: the rewrite (``rewrite=True``,
+        or a turn answering a clarification), else the user's message."""
+        return started.sent_question(self.memory.rewrite) or message
+
     def _clarified(self, message: str, clarification: Clarification) -> None:
         """Record the exchange: it closes the turn like an answer would."""
         self.memory.put(ChatMessage(role=MessageRole.USER, content=message))
@@ -94,7 +97,7 @@ class ConvMemChatEngine(BaseChatEngine):
         if isinstance(started, Clarification):
             self._clarified(message, started)
             return AgentChatResponse(response=started.text)
-        return self.inner_engine.chat(_question(started, message), chat_history)
+        return self.inner_engine.chat(self._question(started, message), chat_history)
 
     async def achat(
         self, message: str, chat_history: list[ChatMessage] | None = None
@@ -103,14 +106,15 @@ class ConvMemChatEngine(BaseChatEngine):
         if isinstance(started, Clarification):
             await self._aclarified(message, started)
             return AgentChatResponse(response=started.text)
-        return await self.inner_engine.achat(_question(started, message), chat_history)
+        return await self.inner_engine.achat(self._question(started, message), chat_history)
 
     def stream_chat(
         self, message: str, chat_history: list[ChatMessage] | None = None
     ) -> StreamingAgentChatResponse:
         started = self.memory.start(message)
         if not isinstance(started, Clarification):
-            return self.inner_engine.stream_chat(_question(started, message), chat_history)
+            question = self._question(started, message)
+            return self.inner_engine.stream_chat(question, chat_history)
         self.memory.put(ChatMessage(role=MessageRole.USER, content=message))
         text = started.text
 
@@ -128,7 +132,8 @@ class ConvMemChatEngine(BaseChatEngine):
     ) -> StreamingAgentChatResponse:
         started = await self.memory.astart(message)
         if not isinstance(started, Clarification):
-            return await self.inner_engine.astream_chat(_question(started, message), chat_history)
+            question = self._question(started, message)
+            return await self.inner_engine.astream_chat(question, chat_history)
         await self.memory.aput(ChatMessage(role=MessageRole.USER, content=message))
         text = started.text
 
