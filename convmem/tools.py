@@ -13,8 +13,9 @@ its ``ToolMessage`` or ``ToolOutput``):
 ``ok`` must be a JSON boolean: ``"false"``, ``0`` or ``null`` would read as true
 to ``bool()``, so anything but ``true`` counts as a failure (spec §8: a result
 with ``ok: false`` changes nothing; a silent wrong focus is worse than none).
-Pydantic models and dataclasses count as records. A failed result never sets
-focus or filters.
+A failed result never sets focus or filters. A tool's own pydantic model or
+dataclass counts as a record once an adapter (or the caller) has made it one
+(``as_plain``).
 
 Framework objects are not read here: ``langchain_convmem.tool_result`` reads a
 ``ToolMessage`` (or a ``Command`` update) and ``llamaindex_convmem.tool_result`` a
@@ -62,20 +63,24 @@ class ToolResult:
             parsed = json_container(value)
             result = cls(True) if parsed is None else cls.parse(parsed)
             return dataclasses.replace(result, text=value if text is None else text)
-        plain = as_plain(value)
-        if plain is None:
+        plain = list(value) if isinstance(value, (list, tuple)) else value
+        if not isinstance(plain, (Mapping, list)):
             raise ConfigError(
                 f"a tool result must be a ToolResult, the envelope {{'ok': ..., 'data': ...}}, "
                 f"a record (dict), a list of records or JSON text; got {type(value).__name__}. "
                 "Framework objects are read by the adapters: langchain_convmem.tool_result("
-                "tool_message), llamaindex_convmem.tool_result(tool_output)"
+                "tool_message), llamaindex_convmem.tool_result(tool_output); a model or "
+                "dataclass record: pass convmem.tools.as_plain(record)"
             )
         if isinstance(plain, Mapping) and "ok" in plain:
             ok = plain["ok"]
             if not isinstance(ok, bool):
                 log.warning("tool result: 'ok' is %r, not a JSON boolean; counted as a failure",
                             ok)
-            return cls(ok is True, plain.get("data"), text)
+            data = plain.get("data")
+            if data is not None and not isinstance(data, (Mapping, list)):
+                data = as_plain(data) or data  # a model or dataclass the caller put there
+            return cls(ok is True, data, text)
         return cls(True, plain, text)
 
     def record_text(self) -> str:
@@ -86,8 +91,11 @@ class ToolResult:
 
 
 def as_plain(value: Any) -> dict[str, Any] | list[Any] | None:
-    """A record or a list as plain containers (a pydantic model or a dataclass instance
-    counts as a record); ``None`` for anything else."""
+    """A record or a list as plain containers, a pydantic model or a dataclass instance
+    as the record it holds; ``None`` for anything else. For the adapters, which know
+    that a ``ToolOutput.raw_output`` or an ``artifact`` is the tool's own value (the
+    core cannot tell a record object from a framework object, so ``parse`` refuses
+    both)."""
     if isinstance(value, Mapping):
         return dict(value)
     if isinstance(value, (list, tuple)):

@@ -18,11 +18,16 @@ chain that raises leaves the turn open, so asking again resumes it (the façade 
 idempotent on the same question).
 ``batch``/``abatch`` come from ``Runnable`` and go through ``invoke``/``ainvoke``.
 
-With a transcript on the ``SessionMemory``, the wrapper cannot see the chain's prompt,
-so it listens for it: a callback handler (``raise_error``, so a failed write stops the
-chain) catches the first ``on_chat_model_start`` of the turn — the exact messages the
-chat model receives — and records them with ``record_model_input`` before the model
-runs (commit point 1): system messages other than the block become the system prompt,
+The wrapper cannot see inside the chain, so it listens: a callback handler
+(``raise_error``, so a failed write stops the chain), inherited by every run in the
+chain, hands each tool run's result to ``record_tool`` (``on_tool_end``: a
+``ToolMessage``, a ``Command`` or the tool's return value, read under the contract of
+``docs/tool-results.md``; ``on_tool_error``: a failure, which changes nothing). A tool
+returning several candidates leaves a pending clarification: the chain's answer goes
+out as it is (the model saw the candidates) and the user's reply picks one. With a
+transcript on the ``SessionMemory`` the same handler catches the first
+``on_chat_model_start`` of the turn — the exact messages the chat model receives —
+and records them with ``record_model_input`` before the model runs (commit point 1): system messages other than the block become the system prompt,
 the block message the block, the last user message the question as sent, bound tools
 the tool schemas; any other message (few-shot examples) is kept in
 ``model_params["other_messages"]``. ``end_turn`` records the answer (commit point 2).
@@ -31,6 +36,7 @@ the tool schemas; any other message (few-shot examples) is kept in
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 from uuid import UUID
 
@@ -53,6 +59,7 @@ from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_con
 
 from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
+from convmem.tools import ToolResult
 from langchain_convmem._common import (
     TenantMemories,
     full_text,
@@ -63,6 +70,7 @@ from langchain_convmem._common import (
     tool_schemas,
     with_text,
 )
+from langchain_convmem.tool_results import output_result
 
 OutputKind = Literal["message", "str", "dict"]
 
@@ -182,7 +190,7 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         if isinstance(started, Clarification):
             memory.end_turn(session, answer=started.text)
             return self._clarification(started.text, chunk=False)
-        config = _recording(config, memory, session, started, asynchronous=False)
+        config = _listening(config, memory, session, started, asynchronous=False)
         output = self.runnable.invoke(self._chain_input(input, started), config, **kwargs)
         memory.end_turn(session, answer=self._answer(output))
         return output
@@ -202,7 +210,7 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         if isinstance(started, Clarification):
             await memory.aend_turn(session, answer=started.text)
             return self._clarification(started.text, chunk=False)
-        config = _recording(config, memory, session, started, asynchronous=True)
+        config = _listening(config, memory, session, started, asynchronous=True)
         output = await self.runnable.ainvoke(self._chain_input(input, started), config, **kwargs)
         await memory.aend_turn(session, answer=self._answer(output))
         return output
@@ -223,7 +231,7 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
             yield self._clarification(started.text, chunk=True)
             return
         final: Any = None
-        config = _recording(config, memory, session, started, asynchronous=False)
+        config = _listening(config, memory, session, started, asynchronous=False)
         for chunk in self.runnable.stream(self._chain_input(input, started), config, **kwargs):
             final = chunk if final is None else _accumulate(final, chunk)
             yield chunk
@@ -248,7 +256,7 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
             return
         final: Any = None
         chain_input = self._chain_input(input, started)
-        config = _recording(config, memory, session, started, asynchronous=True)
+        config = _listening(config, memory, session, started, asynchronous=True)
         async for chunk in self.runnable.astream(chain_input, config, **kwargs):
             final = chunk if final is None else _accumulate(final, chunk)
             yield chunk
@@ -437,14 +445,44 @@ def _model_call(
     )
 
 
-class _Recorder(BaseCallbackHandler):
-    """Writes commit point 1 at the turn's first chat-model start (sync runs)."""
+@dataclass(frozen=True)
+class _ToolRun:
+    name: str
+    args: dict[str, Any]
+    call_id: str | None
+
+
+class _Tools:
+    """Tool runs between their start and end callbacks, by run id."""
+
+    def __init__(self) -> None:
+        self.runs: dict[UUID, _ToolRun] = {}
+
+    def start(
+        self, serialized: dict[str, Any] | None, input_str: str, run_id: UUID,
+        kwargs: Mapping[str, Any],
+    ) -> None:
+        name = (serialized or {}).get("name") or kwargs.get("name") or "tool"
+        inputs = kwargs.get("inputs")
+        args = dict(inputs) if isinstance(inputs, Mapping) else {"input": input_str}
+        call_id = kwargs.get("tool_call_id")
+        self.runs[run_id] = _ToolRun(str(name), args, call_id if isinstance(call_id, str) else None)
+
+    def end(self, run_id: UUID) -> _ToolRun | None:
+        return self.runs.pop(run_id, None)
+
+
+class _Listener(BaseCallbackHandler):
+    """The turn's ears inside the chain (sync runs): every tool run's result goes to
+    ``record_tool`` (the domain's tool rules; a failure changes nothing), and with a
+    transcript the first chat-model start writes commit point 1."""
 
     raise_error = True
     run_inline = True
 
     def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
         self.memory, self.session, self.started = memory, session, started
+        self.tools = _Tools()
 
     def on_chat_model_start(
         self,
@@ -457,18 +495,40 @@ class _Recorder(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
+        if self.memory.transcript is None:
+            return
         call = _model_call(messages[0], self.started, {**kwargs, "metadata": metadata})
         self.memory.record_model_input(self.session, call)
 
+    def on_tool_start(
+        self, serialized: dict[str, Any], input_str: str, *, run_id: UUID, **kwargs: Any
+    ) -> Any:
+        self.tools.start(serialized, input_str, run_id, kwargs)
 
-class _AsyncRecorder(AsyncCallbackHandler):
-    """``_Recorder`` for async runs: awaits the façade's async twin."""
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+        run = self.tools.end(run_id)
+        if run is not None:
+            self.memory.record_tool(
+                self.session, run.name, run.args, output_result(output), call_id=run.call_id
+            )
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
+        run = self.tools.end(run_id)
+        if run is not None:
+            failed = ToolResult(False, None, f"{type(error).__name__}: {error}")
+            self.memory.record_tool(self.session, run.name, run.args, failed,
+                                    call_id=run.call_id)
+
+
+class _AsyncListener(AsyncCallbackHandler):
+    """``_Listener`` for async runs: awaits the façade's async twins."""
 
     raise_error = True
     run_inline = True
 
     def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
         self.memory, self.session, self.started = memory, session, started
+        self.tools = _Tools()
 
     async def on_chat_model_start(
         self,
@@ -481,11 +541,32 @@ class _AsyncRecorder(AsyncCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
+        if self.memory.transcript is None:
+            return
         call = _model_call(messages[0], self.started, {**kwargs, "metadata": metadata})
         await self.memory.arecord_model_input(self.session, call)
 
+    async def on_tool_start(
+        self, serialized: dict[str, Any], input_str: str, *, run_id: UUID, **kwargs: Any
+    ) -> Any:
+        self.tools.start(serialized, input_str, run_id, kwargs)
 
-def _recording(
+    async def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+        run = self.tools.end(run_id)
+        if run is not None:
+            await self.memory.arecord_tool(
+                self.session, run.name, run.args, output_result(output), call_id=run.call_id
+            )
+
+    async def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
+        run = self.tools.end(run_id)
+        if run is not None:
+            failed = ToolResult(False, None, f"{type(error).__name__}: {error}")
+            await self.memory.arecord_tool(self.session, run.name, run.args, failed,
+                                           call_id=run.call_id)
+
+
+def _listening(
     config: RunnableConfig,
     memory: SessionMemory,
     session: str,
@@ -493,13 +574,10 @@ def _recording(
     *,
     asynchronous: bool,
 ) -> RunnableConfig:
-    """``config`` with the recorder among its (inherited) callbacks; as is without a
-    transcript."""
-    if memory.transcript is None:
-        return config
+    """``config`` with the turn's listener among its (inherited) callbacks."""
     handler: BaseCallbackHandler = (
-        _AsyncRecorder(memory, session, started) if asynchronous
-        else _Recorder(memory, session, started)
+        _AsyncListener(memory, session, started) if asynchronous
+        else _Listener(memory, session, started)
     )
     callbacks = config.get("callbacks")
     if isinstance(callbacks, BaseCallbackManager):

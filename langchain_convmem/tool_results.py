@@ -30,6 +30,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
+from convmem.errors import ConfigError
 from convmem.tools import ToolResult, as_plain, json_container
 
 
@@ -46,6 +47,22 @@ def tool_result(message: ToolMessage) -> ToolResult:
     if isinstance(content, str):
         return ToolResult.parse(content)
     return ToolResult.parse(_from_blocks(content, message), text=text)
+
+
+def output_result(output: Any) -> ToolResult:
+    """What a tool run ended with, as LangChain's ``on_tool_end`` callback sees it: a
+    ``ToolMessage`` (the tool was called with a tool call), a ``Command``, or the tool's
+    own return value. A value the contract cannot read (a number, an object) is a
+    success with no data: the tool ran; nothing in it can set the focus."""
+    if isinstance(output, ToolMessage):
+        return tool_result(output)
+    if isinstance(output, Command):
+        found = [m for m in _update_messages(output.update) if isinstance(m, ToolMessage)]
+        return tool_result(found[0]) if found else ToolResult(True, None, "")
+    try:
+        return ToolResult.parse(output)
+    except ConfigError:
+        return ToolResult(True, None, str(output))
 
 
 def command_results(
@@ -83,8 +100,10 @@ def _from_blocks(blocks: list[Any], message: ToolMessage) -> Any:
     """The value content blocks hold: a JSON block's value, the text blocks joined, or
     (no block has a ``type``) the list itself as records."""
     for block in blocks:
-        if isinstance(block, Mapping) and block.get("type") == "json" and "json" in block:
-            return block["json"]
+        if isinstance(block, Mapping) and block.get("type") == "json":
+            value = block.get("json")
+            if isinstance(value, (Mapping, list)):
+                return value
     if blocks and all(isinstance(b, Mapping) and "type" not in b for b in blocks):
         return list(blocks)
     return message.text

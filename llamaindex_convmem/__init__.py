@@ -1,11 +1,13 @@
 """LlamaIndex adapters for convmem: memory, memory block, engine wrapper, tools, resolver,
-and the two chat stores over the durable record."""
+the two chat stores over the durable record, and ``tool_result`` (a ``ToolOutput`` read
+under the tool-result contract)."""
 
 from llamaindex_convmem.block import SESSION_BLOCK_TEMPLATE, SessionStateBlock
 from llamaindex_convmem.chat_store import ConvMemChatStore, ConvMemDBChatStore
 from llamaindex_convmem.engine import ConvMemChatEngine
 from llamaindex_convmem.memory import ConvMemMemory
 from llamaindex_convmem.resolver import LLMResolver
+from llamaindex_convmem.tool_results import tool_result
 from llamaindex_convmem.tools import ConvMemTool, wrap_tools
 
 __all__ = [
@@ -17,5 +19,6 @@ __all__ = [
     "ConvMemTool",
     "LLMResolver",
     "SessionStateBlock",
+    "tool_result",
     "wrap_tools",
 ]

@@ -26,6 +26,7 @@ def tool_result(output: ToolOutput) -> ToolResult:
     if output.is_error:
         return ToolResult(False, None, text)
     raw = output.raw_output
-    if isinstance(raw, str) or as_plain(raw) is not None:
+    if isinstance(raw, str):
         return ToolResult.parse(raw, text=text)
-    return ToolResult.parse(text)
+    plain = as_plain(raw)
+    return ToolResult.parse(text if plain is None else plain, text=text)
