@@ -133,7 +133,7 @@ def test_bad_input_is_a_clear_error(memory: SessionMemory) -> None:
         memory.begin_turn("th", 42)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="limit"):
         memory.begin_turn("th", "x" * 5000)
-    with pytest.raises(ConfigError, match="a tool result must be .* got float"):
+    with pytest.raises(ConfigError, match=r"a tool result must be .* got float"):
         memory.record_tool("th", "lookup_customer", {}, 3.5)
 
 
