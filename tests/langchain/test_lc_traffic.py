@@ -268,3 +268,53 @@ def test_tool_messages_in_the_chain_output_are_not_read_twice(memory: SessionMem
     state = memory.get_state("s-5")
     assert state is not None and state.focus is not None and state.focus.id == "C-1080"
     assert state.version == 3  # begin_turn, one record_tool, end_turn
+
+
+# ---------------------------------------------------------------------- tracing
+
+
+def _tree(run: Any) -> tuple[str, list[Any]]:
+    return run.name, [_tree(child) for child in run.child_runs]
+
+
+@pytest.mark.parametrize("mode", ["invoke", "stream", "ainvoke", "astream"])
+async def test_runnable_is_a_named_run_in_tracing(memory: SessionMemory, mode: str) -> None:
+    """Every turn is one run named ``RunnableWithSessionMemory``: the chain's runs
+    nest under it, and a clarification (no chain call) is a run of its own."""
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.tracers.run_collector import RunCollectorCallbackHandler
+
+    model = ScriptedChatModel(responses=[AIMessage("Brightwater Farms, Fresno.")])
+    chain = RunnableWithSessionMemory(
+        PROMPT | model | StrOutputParser(), memory,
+        input_messages_key="question", history_messages_key="history",
+    )
+
+    async def turn(question: str) -> Any:
+        tracer = RunCollectorCallbackHandler()
+        cfg: Any = {"configurable": {"session_id": f"s-{mode}"}, "callbacks": [tracer]}
+        inputs = {"question": question}
+        if mode == "invoke":
+            chain.invoke(inputs, cfg)
+        elif mode == "stream":
+            list(chain.stream(inputs, cfg))
+        elif mode == "ainvoke":
+            await chain.ainvoke(inputs, cfg)
+        else:
+            [c async for c in chain.astream(inputs, cfg)]
+        (root,) = tracer.traced_runs
+        return root
+
+    root = await turn("Pull up Brightwater Farms.")
+    name, children = _tree(root)
+    assert name == "RunnableWithSessionMemory"
+    assert [c[0] for c in children] == ["RunnableSequence"]
+    assert [c[0] for c in children[0][1]] == [
+        "ChatPromptTemplate", "ScriptedChatModel", "StrOutputParser"
+    ]
+    assert root.outputs == {"output": "Brightwater Farms, Fresno."}
+
+    root = await turn("How is Northline doing on payments?")
+    assert _tree(root) == ("RunnableWithSessionMemory", [])
+    assert root.outputs == {"output": NORTHLINE}
+    assert root.inputs == {"question": "How is Northline doing on payments?"}
