@@ -42,6 +42,7 @@ from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, Messag
 
 from convmem.errors import ConfigError
 from convmem.transcript import Message, NewMessage, Thread, ThreadNotFound, TranscriptStore
+from llamaindex_convmem._component import pickled_by_reference, traced
 from llamaindex_convmem._records import (
     attachment_digests,
     same_record,
@@ -349,6 +350,8 @@ class _Ops:
 _ALL = MessageStatus.ACTIVE  # BaseChatStore has no status: every write is active
 
 
+@traced
+@pickled_by_reference
 class ConvMemChatStore(BaseChatStore):
     """A ``BaseChatStore`` whose keys are transcript threads (see the module docstring).
 
@@ -458,6 +461,8 @@ class ConvMemChatStore(BaseChatStore):
         return await self._arun(self._ops.get_keys())
 
 
+@traced
+@pickled_by_reference
 class ConvMemDBChatStore(AsyncDBChatStore):
     """An ``AsyncDBChatStore`` for ``Memory.from_defaults(chat_store=...)`` (see module doc).
 

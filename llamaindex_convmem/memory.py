@@ -48,6 +48,7 @@ from llama_index.core.memory.types import BaseMemory
 
 from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
+from llamaindex_convmem._component import traced, unpicklable
 
 #: Sent instead of the block when the turn must ask the user to choose.
 CLARIFY_INSTRUCTION = "Reply to the user with exactly this question and nothing else:\n"
@@ -97,6 +98,8 @@ class _Turn:
         self.aliases.add(self.question)
 
 
+@traced
+@unpicklable("Build one per conversation: ConvMemMemory(session_memory, thread_id=...).")
 class ConvMemMemory(BaseMemory):
     """Session block + current question in place of the chat buffer, for one thread."""
 
