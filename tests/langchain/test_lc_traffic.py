@@ -21,6 +21,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from lc_fakes import ScriptedChatModel, call
 
+from convmem.errors import ConfigError
 from convmem.session import SessionMemory
 from langchain_convmem import RunnableWithSessionMemory, SessionMemoryMiddleware
 
@@ -318,3 +319,29 @@ async def test_runnable_is_a_named_run_in_tracing(memory: SessionMemory, mode: s
     assert _tree(root) == ("RunnableWithSessionMemory", [])
     assert root.outputs == {"output": NORTHLINE}
     assert root.inputs == {"question": "How is Northline doing on payments?"}
+
+
+# ---------------------------------------------------------------------- tenancy
+
+
+def test_a_tenant_from_the_config_is_read_through_for_tenant(memory: SessionMemory) -> None:
+    """``docs/tenancy.md``: ``configurable["tenant_id"]`` picks the tenant of the call;
+    the application reads that tenant's state through ``memory.for_tenant``."""
+    model = ScriptedChatModel(responses=[*_script()[:2], AIMessage("Fresno.")])
+    agent = _agent(model, memory)
+    acme: Any = {"configurable": {"thread_id": "thread-42", "tenant_id": "acme"}}
+    agent.invoke({"messages": [HumanMessage("Find the farm account in Fresno.")]}, acme)
+    assert memory.get_state("thread-42") is None  # the memory's own tenant: "default"
+    state = memory.for_tenant("acme").get_state("thread-42")
+    assert state is not None and state.focus is not None and state.focus.id == "C-1080"
+
+    chain = RunnableWithSessionMemory(PROMPT | model, memory, input_messages_key="question",
+                                      history_messages_key="history")
+    chain.invoke({"question": "Where are they?"},
+                 {"configurable": {"session_id": "thread-42", "tenant_id": "acme"}})
+    state = memory.for_tenant("acme").get_state("thread-42")
+    assert state is not None and state.turn == 2  # the same tenant's thread, both adapters
+
+    with pytest.raises(ConfigError, match=r'"tenant_id"\] contains a control character'):
+        chain.invoke({"question": "Hi"},
+                     {"configurable": {"session_id": "thread-42", "tenant_id": "acme\n"}})
