@@ -154,3 +154,28 @@ def test_a_tool_returning_a_command_inside_create_agent(memory: SessionMemory) -
     state = memory.get_state("t-cmd")
     assert state is not None and state.focus is not None
     assert (state.focus.id, state.focus.source) == ("C-1080", "tool")
+
+
+def test_the_session_view_history_reads_the_envelope(
+    memory: SessionMemory, transcript: TranscriptStore
+) -> None:
+    """``ConvMemChatMessageHistory(view="session")`` replays a ``ToolMessage`` into the
+    tool rules through the same reader: an envelope sets the focus, ``ok: false`` not."""
+    from langchain_convmem import ConvMemChatMessageHistory
+
+    recorded = SessionMemory(memory.domain, transcript=transcript, tenant=uuid.uuid4().hex)
+    history = ConvMemChatMessageHistory(recorded, "k", view="session")
+    history.add_messages([
+        HumanMessage("Find the farm account in Fresno."),
+        call("lookup_customer", "c1", name="the Fresno farm"),
+        ToolMessage(ENVELOPE, tool_call_id="c1"),
+        AIMessage("Brightwater Farms, Fresno."),
+        HumanMessage("And the clinic?"),
+        call("lookup_customer", "c2", name="the clinic"),
+        ToolMessage(json.dumps({"ok": False, "data": {"id": "C-1094", "name": "Pinecrest"}}),
+                    tool_call_id="c2"),
+        AIMessage("The CRM timed out."),
+    ])
+    state = recorded.get_state("k")
+    assert state is not None and state.focus is not None
+    assert (state.focus.id, state.focus.source) == ("C-1080", "tool")
