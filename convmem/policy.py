@@ -19,6 +19,7 @@ from typing import Any
 from convmem.catalog import Mention
 from convmem.domain import Domain, Entity, PeriodFilter, ToolRule, VocabFilter
 from convmem.periods import is_period_value
+from convmem.render import inert_label
 from convmem.resolve import Resolution
 from convmem.state import (
     FilterValue,
@@ -210,11 +211,13 @@ def apply_resolution(
 
 
 def answer_rewrite(resolution: Resolution, pending: PendingClarification, chosen: Option) -> str:
-    """Spec §9: the original question with the ambiguous name replaced by the chosen label."""
+    """Spec §9: the original question with the ambiguous name replaced by the chosen
+    label (inert and bounded: it comes from the catalog or a tool, not the user)."""
     text = resolution.core_rewrite or resolution.rewritten
+    label = inert_label(chosen.label)
     if pending.mention and pending.mention in text:
-        return text.replace(pending.mention, chosen.label, 1)
-    return f"{text.rstrip()} — {chosen.label}"
+        return text.replace(pending.mention, label, 1)
+    return f"{text.rstrip()} — {label}"
 
 
 # --------------------------------------------------------------------------- tools

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
+from convmem.identity import clean_text
 from convmem.state import SessionState
 from convmem.tokens import count_tokens, truncate_tokens
 
@@ -37,15 +39,56 @@ _TRANSLATE = str.maketrans({
 
 def inert(text: str, *, max_tokens: int, max_chars: int = QUESTION_CHARS) -> str:
     """One safe line: no control characters or newlines, no markup that opens a section,
-    a fence, a role or a chat-template token, and capped in characters and tokens."""
+    a fence, a role or a chat-template token, and capped in characters and tokens.
+    NUL and lone surrogates become U+FFFD first (``convmem.identity.clean_text``).
+
+    Only the start of the text can show, so a long text is normalised from a prefix
+    when that already overflows the cap (the result is the same: normalising maps a
+    prefix to a prefix, up to a role marker cut at its end): a 2,000-token tool label
+    costs what a 200-character one does.
+    """
+    window = 4 * max_chars + 64
+    if len(text) > window:
+        head = _one_line(text[:window])
+        if len(head) > max_chars + 16:
+            return _capped(head, max_tokens=max_tokens, max_chars=max_chars)
+    return _capped(_one_line(text), max_tokens=max_tokens, max_chars=max_chars)
+
+
+def _one_line(text: str) -> str:
     cleaned = "".join(
-        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
+        for ch in clean_text(text)
     )
     cleaned = " ".join(cleaned.split()).translate(_TRANSLATE)
-    cleaned = _ROLE.sub(lambda m: f"{m.group(1)} -", cleaned)
+    return _ROLE.sub(lambda m: f"{m.group(1)} -", cleaned)
+
+
+def _capped(cleaned: str, *, max_tokens: int, max_chars: int) -> str:
     if len(cleaned) > max_chars:
         cleaned = cleaned[: max_chars - 1].rstrip() + "…"
     return truncate_tokens(cleaned, max_tokens)
+
+
+def inert_label(label: str) -> str:
+    """A label that did not come from the user (a catalog's, a tool's, any entity the
+    state carries) as it may enter the rewritten question: made inert and bounded
+    exactly as the block shows it (issue 11, finding 7: a tool result's label went into
+    the user message raw, newlines, ``## SYSTEM`` and chat-template tokens included).
+
+    The same focus label is rewritten turn after turn: a small bounded cache keeps the
+    last labels' inert forms (labels up to ``_CACHED_LABEL_CHARS``)."""
+    if len(label) > _CACHED_LABEL_CHARS:
+        return inert(label, max_tokens=LABEL_TOKENS)
+    return _inert_label(label)
+
+
+_CACHED_LABEL_CHARS = 1000
+
+
+@lru_cache(maxsize=256)
+def _inert_label(label: str) -> str:
+    return inert(label, max_tokens=LABEL_TOKENS)
 
 
 def _slot_lines(state: SessionState) -> list[str]:

@@ -26,6 +26,7 @@ from typing import Protocol, runtime_checkable
 from convmem.catalog import Mention
 from convmem.domain import Domain, PeriodFilter, VocabFilter
 from convmem.periods import find_periods, is_period_value
+from convmem.render import inert_label
 from convmem.state import FORMATS, Format, SessionState
 from convmem.text import (
     PERSONAL_PRONOUNS,
@@ -316,19 +317,21 @@ class RuleResolver:
         repeated = None
         if ellipsis is not None and state.last_rewrite:
             repeated = self._repeat(state.last_rewrite, question, state, domain, today, cues)
+        # The label did not come from the user: inert and bounded like the block's.
+        label = inert_label(focus.label) if focus is not None else ""
         if repeated is not None:
             text = repeated
         elif focus is not None and not cue_only:
             named_focus = any(focus.id in {e.id for e in m.candidates} for m in cues.mentions)
             if not named_focus:
-                text = _substitute_pronoun(text, focus.label, cues.cue_spans) or text
+                text = _substitute_pronoun(text, label, cues.cue_spans) or text
         if (
             focus is not None
             and not cues.mentions
             and (ellipsis is not None or cue_only or reference_tokens(question))
-            and focus.label.lower() not in text.lower()
+            and label.lower() not in text.lower()
         ):
-            text = f"{text} (about {focus.label})"
+            text = f"{text} (about {label})"
         return text
 
     def _repeat(
@@ -435,7 +438,7 @@ class StructuredResolver:
                 lines.append(f"- {key}: {', '.join(sorted(spec.values))}")
         lines.append("Formats: short, detailed, table (only when asked for).")
         if state.focus is not None:
-            lines.append(f"Current focus: {state.focus.type} {state.focus.label!r}")
+            lines.append(f"Current focus: {state.focus.type} {inert_label(state.focus.label)!r}")
         if state.filters:
             lines.append("Filters in effect: " + ", ".join(f"{k}={v.value}" for k, v in state.filters.items()))
         if state.recent_questions:

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from convmem.domain import Domain
 from convmem.errors import ConfigError, ConvMemError, TranscriptUnavailable, VersionConflict
-from convmem.identity import check_tenant
+from convmem.identity import check_tenant, check_thread_id, clean_data, clean_text
 from convmem.policy import (
     Clarify,
     PolicyConfig,
@@ -162,7 +162,12 @@ class ModelCall:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "history_ids", tuple(self.history_ids))
-        object.__setattr__(self, "tool_schemas", tuple(self.tool_schemas))
+        object.__setattr__(self, "tool_schemas", tuple(clean_data(list(self.tool_schemas))))
+        object.__setattr__(self, "model_params", clean_data(self.model_params))
+        for name in ("system_prompt", "block", "sent_question", "model"):
+            text = getattr(self, name)
+            if text is not None:  # normalised like all text at the edge (spec §5)
+                object.__setattr__(self, name, _optional_text(text, f"ModelCall.{name}"))
         for name in ("tool_schemas", "model_params"):
             try:
                 json.dumps(getattr(self, name), allow_nan=False)
@@ -294,7 +299,6 @@ class SessionMemory:
     ) -> None:
         if not isinstance(domain, Domain):
             raise ConfigError(f"SessionMemory: domain must be a convmem.Domain, got {type(domain).__name__}")
-        check_tenant(tenant, "SessionMemory: tenant")
         if on_transcript_error not in ("raise", "degrade"):
             raise ConfigError(
                 f"SessionMemory: on_transcript_error must be 'raise' or 'degrade', "
@@ -315,7 +319,7 @@ class SessionMemory:
         self.resolver: Resolver = resolver if resolver is not None else RuleResolver()
         self.config = config if config is not None else PolicyConfig()
         self.clock = clock
-        self.tenant = tenant
+        self.tenant = tenant  # checked by the property (convmem.identity)
         self.stats = SessionStats()
         # (tenant, thread id) -> transcript thread id / the turn between its commit points.
         # Keyed by tenant too: per-tenant shallow copies (adapters) share these dicts.
@@ -342,6 +346,16 @@ class SessionMemory:
         view.tenant = tenant
         # setdefault is atomic under the GIL: two racing callers share one view.
         return self._tenants.setdefault(tenant, view)
+
+    @property
+    def tenant(self) -> str:
+        """Whose threads these are; every read and write is scoped to it."""
+        return self._tenant
+
+    @tenant.setter
+    def tenant(self, value: str) -> None:
+        # The shared identifier rule, also for a per-tenant copy an adapter derives.
+        self._tenant = check_tenant(value)
 
     # ------------------------------------------------------------------ public API (sync)
 
@@ -434,9 +448,9 @@ class SessionMemory:
         links them; one is made up when the framework has none).
         """
         self._check(thread_id)
-        outcome = ToolResult.parse(result)
-        self._note_tool(thread_id, call_id, name, dict(args or {}), outcome)
-        flow = self._tool_flow(thread_id, name, dict(args or {}), outcome)
+        name, arguments, outcome = _tool_input(name, args, result)
+        self._note_tool(thread_id, call_id, name, arguments, outcome)
+        flow = self._tool_flow(thread_id, name, arguments, outcome)
         return self._drive(thread_id, flow)
 
     def end_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
@@ -492,6 +506,7 @@ class SessionMemory:
         """Redact a recorded message (``TranscriptStore.redact``) and take the question
         out of the live state: ``recent_questions``, ``last_rewrite``, the open turn."""
         self._check(thread_id)
+        actor, reason, replacement = clean_text(actor), clean_text(reason), clean_text(replacement)
         flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
         return self._drive(thread_id, flow)
 
@@ -551,9 +566,9 @@ class SessionMemory:
         call_id: str | None = None,
     ) -> Clarification | None:
         self._check(thread_id)
-        outcome = ToolResult.parse(result)
-        self._note_tool(thread_id, call_id, name, dict(args or {}), outcome)
-        flow = self._tool_flow(thread_id, name, dict(args or {}), outcome)
+        name, arguments, outcome = _tool_input(name, args, result)
+        self._note_tool(thread_id, call_id, name, arguments, outcome)
+        flow = self._tool_flow(thread_id, name, arguments, outcome)
         return await self._adrive(thread_id, flow)
 
     async def aend_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
@@ -590,6 +605,7 @@ class SessionMemory:
         replacement: str = "[redacted]",
     ) -> RedactionReceipt:
         self._check(thread_id)
+        actor, reason, replacement = clean_text(actor), clean_text(reason), clean_text(replacement)
         flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
         return await self._adrive(thread_id, flow)
 
@@ -810,6 +826,8 @@ class SessionMemory:
     ) -> _Flow[Clarification | TurnContext]:
         if call is not None and not isinstance(call, ModelCall):
             raise ConfigError(f"model_call must be a convmem.ModelCall, got {type(call).__name__}")
+        question = clean_text(question)
+        full_text = _optional_text(full_text, "full_text")
         restore = None if edit is None else edit.restore
         started = yield from self._begin_flow(thread_id, question, message_id, today, restore)
         if self.transcript is None:
@@ -885,6 +903,8 @@ class SessionMemory:
                 "regenerate records a new answer: this SessionMemory has no transcript "
                 "(pass transcript=TranscriptStore(...))"
             )
+        if isinstance(answer, str):
+            answer = clean_text(answer)
         return (yield from self._on_thread(thread_id, "regenerate", answer_id, answer))  # type: ignore[no-any-return]
 
     def _model_input_flow(self, thread_id: str, call: ModelCall) -> _Flow[TurnRecord | None]:
@@ -903,6 +923,7 @@ class SessionMemory:
         return (yield from self._commit_input(thread_id, record, call))
 
     def _finish_flow(self, thread_id: str, answer: str | None) -> _Flow[SessionState]:
+        answer = _optional_text(answer, "answer")
         record: _OpenRecord | None = None
         if self.transcript is not None:
             record = yield from self._open_record(thread_id)
@@ -1039,14 +1060,7 @@ class SessionMemory:
     def _user_message(self, record: _OpenRecord, sent_question: str | None) -> NewMessage:
         from convmem.transcript import NewMessage
 
-        ours: dict[str, Any] = {}
-        if record.message_id is not None:
-            ours["message_id"] = record.message_id
-        ot = record.state.open_turn
-        if ot is not None and ot.rewritten and ot.rewritten != record.text:
-            ours["rewritten"] = ot.rewritten  # the resolver's reading (redaction reaches it)
-        if sent_question and sent_question != record.text:
-            ours["sent_as"] = sent_question
+        ours = question_provenance(record.text, record.state, record.message_id, sent_question)
         extra = {"convmem": ours} if ours else None
         return NewMessage(role="user", content=record.text, extra=extra)
 
@@ -1065,14 +1079,14 @@ class SessionMemory:
         from convmem.transcript import NewMessage, ToolCallPart, ToolResultPart
 
         cid = call_id or f"call_{uuid.uuid4().hex[:16]}"
-        arguments = json.loads(json.dumps(dict(args), default=str))
+        arguments = clean_data(json.loads(json.dumps(dict(args), default=str)))
         record.tools.append(
             NewMessage(role="assistant", content=[ToolCallPart(cid, name, arguments)])
         )
         record.tools.append(
             NewMessage(
                 role="tool",
-                content=[ToolResultPart(cid, outcome.record_text(), not outcome.ok)],
+                content=[ToolResultPart(cid, clean_text(outcome.record_text()), not outcome.ok)],
             )
         )
 
@@ -1125,8 +1139,7 @@ class SessionMemory:
         return date.today()
 
     def _check(self, thread_id: str, question: str | None = None) -> None:
-        if not isinstance(thread_id, str) or not thread_id.strip():
-            raise ConfigError(f"thread_id must be a non-empty string, got {thread_id!r}")
+        check_thread_id(thread_id)
         if question is not None:
             if not isinstance(question, str):
                 raise ConfigError(f"question must be a string, got {type(question).__name__}")
@@ -1152,6 +1165,49 @@ def _placement(record: _OpenRecord) -> dict[str, Any]:
 
 #: Transcript calls that may go to a fresh thread when the cached one was deleted.
 _RETRY_ON_NEW_THREAD = frozenset({"begin_turn_record", "append", "delete_thread"})
+
+
+def _optional_text(text: str | None, field: str) -> str | None:
+    """Free text from the caller, normalised (``convmem.identity.clean_text``)."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ConfigError(f"{field} must be a string, got {type(text).__name__}")
+    return clean_text(text)
+
+
+def _tool_input(
+    name: str, args: Mapping[str, Any] | None, result: Any
+) -> tuple[str, dict[str, Any], ToolResult]:
+    """A tool call as the state and the record take it: name, arguments and the result's
+    data normalised like all text at the edge (NUL, lone surrogates: spec §5)."""
+    if not isinstance(name, str):
+        raise ConfigError(f"record_tool: name must be a string, got {type(name).__name__}")
+    outcome = ToolResult.parse(result)  # the contract: docs/tool-results.md
+    data = clean_data(outcome.data)
+    if data is not outcome.data:
+        outcome = ToolResult(outcome.ok, data, outcome.text)
+    return clean_text(name), clean_data(dict(args or {})), outcome
+
+
+def question_provenance(
+    text: str, state: SessionState, message_id: str | None, sent_question: str | None
+) -> dict[str, Any]:
+    """What a recorded user message keeps under ``extra["convmem"]``: the message id the
+    state knows it by, the resolver's reading of it and the text sent in its place.
+
+    Redaction and ``edit_turn`` find a question's other forms here (``_question_texts``),
+    so every writer of a user message uses this (the façade's commit points, the
+    LlamaIndex chat store's session view)."""
+    ours: dict[str, Any] = {}
+    if message_id is not None:
+        ours["message_id"] = message_id
+    ot = state.open_turn
+    if ot is not None and ot.rewritten and ot.rewritten != text:
+        ours["rewritten"] = ot.rewritten  # the resolver's reading (redaction reaches it)
+    if sent_question and sent_question != text:
+        ours["sent_as"] = sent_question
+    return ours
 
 
 def _question_texts(messages: list[Message]) -> set[str]:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import orjson
 
 from convmem.errors import CorruptState
+from convmem.identity import clean_data
 
 FocusSource = Literal["user", "tool", "confirmed"]
 Format = Literal["short", "detailed", "table"]
@@ -221,8 +222,18 @@ def state_from_dict(data: Mapping[str, Any]) -> SessionState:
 
 
 def encode_state(state: SessionState) -> bytes:
-    """Compact UTF-8 JSON starting with ``STATE_HEAD``: the bytes every store keeps."""
-    return orjson.dumps(state_to_dict(state))
+    """Compact UTF-8 JSON starting with ``STATE_HEAD``: the bytes every store keeps.
+
+    A lone surrogate cannot be UTF-8 (orjson refuses it): text the façade did not see
+    (a catalog label, a custom resolver's rewrite) is then normalised like all text at
+    the edge (``convmem.identity.clean_data``), so a state always encodes. Any other
+    text, NUL included, round-trips unchanged.
+    """
+    data = state_to_dict(state)
+    try:
+        return orjson.dumps(data)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(clean_data(data))
 
 
 def decode_state(raw: bytes | str) -> SessionState:

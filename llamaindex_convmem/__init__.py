@@ -1,6 +1,8 @@
 """LlamaIndex adapters for convmem: memory, memory block, engine wrapper, tools, resolver,
-the two chat stores over the durable record, and ``tool_result`` (a ``ToolOutput`` read
-under the tool-result contract)."""
+and the two chat stores over the durable record (``view="record"``: the history, replayed;
+``view="session"``: the session block and the current turn, so that changing only the
+chat store stops the replay), and ``tool_result`` (a ``ToolOutput`` read under the
+tool-result contract)."""
 
 from llamaindex_convmem.block import SESSION_BLOCK_TEMPLATE, SessionStateBlock
 from llamaindex_convmem.chat_store import ConvMemChatStore, ConvMemDBChatStore

@@ -83,24 +83,34 @@ def _token(resource: Any) -> str:
 
 
 def _rebuild(cls: type[Any], data: dict[str, Any], token: str) -> Any:
-    store = _LIVE.get(token)
-    if store is None:
+    live = _LIVE.get(token)
+    if live is None:
+        given = ("SessionMemory(domain, transcript=TranscriptStore(url, retention=...))"
+                 if data.get("view") == "session" else "TranscriptStore(url, retention=...)")
         raise ConfigError(
-            f"{cls.__name__}: this pickle refers to a TranscriptStore of another process "
-            "(or one since garbage-collected); a database connection does not travel in a "
-            f"pickle. Rebuild it there: {cls.__name__}(TranscriptStore(url, retention=...), "
-            f"tenant={data.get('tenant')!r})"
+            f"{cls.__name__}: this pickle refers to a store of another process (or one "
+            "since garbage-collected); a database connection does not travel in a pickle. "
+            f"Rebuild it there: {cls.__name__}({given}, "
+            + ", ".join(f"{k}={v!r}" for k, v in data.items() if k in _REBUILT_FROM) + ")"
         )
-    fields = {k: v for k, v in data.items() if k != "class_name"}
-    return cls(store, **fields)
+    return cls(live, **{k: v for k, v in data.items() if k in _REBUILT_FROM})
+
+
+#: the serialized fields a chat store is built again from (the rest is derived)
+_REBUILT_FROM = ("tenant", "view", "rewrite", "system_prompt")
 
 
 def pickled_by_reference(cls: C) -> C:
-    """Pickle instances as their ``to_dict()`` plus a reference to their live
-    ``transcript`` (see the module docstring)."""
+    """Pickle instances as their ``to_dict()`` plus a reference to the live store they
+    were built on — the ``TranscriptStore``, or the ``SessionMemory`` of a session-view
+    store (see the module docstring)."""
 
     def __reduce__(self: Any) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.to_dict(), _token(self.transcript)))
+        data = self.to_dict()
+        live = self._ops.memory if data.get("view") == "session" else self.transcript
+        if data.get("view") == "session":
+            data.pop("tenant", None)  # the memory's
+        return (_rebuild, (type(self), data, _token(live)))
 
     cls.__reduce__ = __reduce__  # type: ignore[assignment]
     return cls

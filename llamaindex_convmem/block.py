@@ -11,7 +11,10 @@ drops the ``<memory><name>`` wrapper (about ten tokens) and inserts the block as
 
 The thread is ``thread_id`` when given, else the ``session_id`` ``Memory`` passes to its
 blocks. Limit: a question repeated word for word right after itself counts as the same
-turn, because ``Memory`` gives blocks no message ids.
+turn, because ``Memory`` gives blocks no message ids. The latest user message is matched
+against the open turn's question and its rewrite, so the block composes with a
+session-view chat store on the same thread (which shows the rewrite): one turn, not two.
+There it adds nothing the store's own block lacks; other memory blocks compose as usual.
 """
 
 from __future__ import annotations
@@ -74,7 +77,13 @@ class SessionStateBlock(BaseMemoryBlock[str]):
         )
         if not question.strip():
             return await self._facade.ablock(thread)
-        started = await self._facade.abegin_turn(thread, question)
+        state = await self._facade.aget_state(thread)
+        ot = state.open_turn if state is not None else None
+        if ot is not None and question in (ot.question, ot.rewritten):
+            # the open turn's question, maybe as a session-view store shows it (rewritten)
+            started = await self._facade.abegin_turn(thread, ot.question, message_id=ot.message_id)
+        else:
+            started = await self._facade.abegin_turn(thread, question)
         if isinstance(started, Clarification):
             return CLARIFY_INSTRUCTION + started.text
         return started.block

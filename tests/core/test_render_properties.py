@@ -12,11 +12,7 @@ from convmem import Domain, PolicyConfig, count_tokens, render
 from convmem.render import BLOCK_BUDGET, HEADER, SLOT_BUDGET
 from convmem.state import FilterValue, Focus, SessionState
 
-settings.register_profile("ci", max_examples=2500, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", max_examples=400, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+# Example counts: the HYPOTHESIS_PROFILE profiles of tests/conftest.py.
 
 HOSTILE = st.one_of(
     st.text(min_size=0, max_size=600),

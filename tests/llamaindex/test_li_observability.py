@@ -145,6 +145,18 @@ def test_a_buffer_over_the_chat_store_pickles_in_process(
     assert [m.content for m in buffer.get_all()] == ["hello", "hi"]  # one record
 
 
+def test_a_session_view_store_pickles_in_process(
+    session: SessionMemory, transcript: TranscriptStore, tenant: str
+) -> None:
+    memory = SessionMemory(session.domain, transcript=transcript, tenant=tenant)
+    store = ConvMemChatStore(memory, view="session", rewrite=False)
+    again = pickle.loads(pickle.dumps(ChatMemoryBuffer.from_defaults(
+        chat_store=store, chat_store_key="k"))).chat_store
+    assert isinstance(again, ConvMemChatStore)
+    assert (again.view, again.rewrite, again.tenant) == ("session", False, tenant)
+    assert again.transcript is transcript
+
+
 async def test_a_db_chat_store_pickles_in_process(transcript: TranscriptStore, tenant: str) -> None:
     store = ConvMemDBChatStore(transcript, tenant=tenant)
     await store.add_message("k", ChatMessage(role="user", content="hello"))

@@ -203,3 +203,21 @@ async def test_chat_engine_async_answer_turn(session: SessionMemory) -> None:
     await engine.achat(ASK)
     await engine.achat("The Toronto one.")
     assert retriever.queries == [RESOLVED]
+
+
+@pytest.mark.parametrize(
+    ("text", "ok", "data"),
+    [
+        ('{"ok": true, "data": {"id": "C-1080", "name": "Brightwater Farms"}}', True, RECORD),
+        ("{'ok': False, 'data': {'id': 'C-1080', 'name': 'Brightwater Farms'}}", False, RECORD),
+        ('{"id": "C-1080", "name": "Brightwater Farms"}', True, RECORD),
+        ("Brightwater Farms, Fresno.", True, None),
+    ],
+)
+def test_a_stored_tool_message_is_read_under_the_contract(text: str, ok: bool, data: Any) -> None:
+    """The session-view chat store reads tool *messages* (what agents store), as text
+    (``FunctionTool`` stores ``str()`` of the return value): the same contract."""
+    from llamaindex_convmem.session_store import tool_result as message_result
+
+    result = message_result(ChatMessage(role="tool", content=text))
+    assert (result.ok, result.data) == (ok, data)
