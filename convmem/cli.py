@@ -179,14 +179,15 @@ def cmd_domain_check(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
         return 0
     from rich.table import Table
+    from rich.text import Text
 
     out = _console()
-    out.print(f"[bold]{args.file}[/]: domain {domain.name!r} is valid", highlight=False)
+    out.print(Text(f"{args.file}: domain {domain.name!r} is valid"))
     table = Table(title="entities", title_justify="left")
     table.add_column("type")
     table.add_column("count", justify="right")
     for etype, count in summary["entities"].items():
-        table.add_row(etype, str(count))
+        table.add_row(Text(etype), str(count))
     if not types:
         table.add_row("(none: focus comes from tool results)", "0")
     out.print(table)
@@ -196,13 +197,13 @@ def cmd_domain_check(args: argparse.Namespace) -> int:
     table.add_column("cleared by")
     for key, kind in summary["filters"].items():
         shown = kind if isinstance(kind, str) else "vocab: " + ", ".join(kind)
-        table.add_row(key, shown, ", ".join(summary["clear_phrases"].get(key, [])))
+        table.add_row(Text(key), Text(shown), Text(", ".join(summary["clear_phrases"].get(key, []))))
     out.print(table)
     table = Table(title="formats", title_justify="left")
     table.add_column("format")
     table.add_column("cue phrases")
     for fmt, cues in summary["formats"].items():
-        table.add_row(fmt, ", ".join(cues))
+        table.add_row(fmt, Text(", ".join(cues)))
     out.print(table)
     table = Table(title="tools", title_justify="left")
     table.add_column("tool")
@@ -210,10 +211,10 @@ def cmd_domain_check(args: argparse.Namespace) -> int:
     table.add_column("sets filters (filter <- argument)")
     for name, rule in summary["tools"].items():
         focus = rule["focus"]
-        table.add_row(
-            name,
-            "-" if focus is None else f"{focus['type']}: {focus['id']}, {focus['label']}",
-            ", ".join(f"{k} <- {v}" for k, v in rule["filters"].items()) or "-",
+        table.add_row(  # Text throughout: a domain's words are data, never rich markup
+            Text(name),
+            Text("-" if focus is None else f"{focus['type']}: {focus['id']}, {focus['label']}"),
+            Text(", ".join(f"{k} <- {v}" for k, v in rule["filters"].items()) or "-"),
         )
     out.print(table)
     return 0

@@ -125,7 +125,7 @@ def check_session(s: Any, where: str) -> None:
                 f"{where}: {path}.expect: expected an object (the labelled state after the "
                 "turn); an unlabelled turn cannot be scored, so it is not counted as correct"
             )
-        tools = turn.get("tools") or []
+        tools = [] if turn.get("tools") is None else turn["tools"]
         if not isinstance(tools, list) or not all(
             isinstance(c, dict) and isinstance(c.get("name"), str) for c in tools
         ):

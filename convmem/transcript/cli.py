@@ -183,7 +183,7 @@ def _read_export(file: str) -> dict[str, Any]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        hint = " (truncated?)" if exc.pos >= len(text.rstrip()) else ""
+        hint = "" if text.rstrip().endswith(("}", "]")) else " (the file ends early: truncated?)"
         raise ConfigError(
             f"{name}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}"
         ) from exc
@@ -191,7 +191,12 @@ def _read_export(file: str) -> dict[str, Any]:
         raise ConfigError(f"{name}: nested too deeply to be an export") from exc
     if not isinstance(doc, dict):
         raise ConfigError(f"{name}: expected a JSON object (an export), got {type(doc).__name__}")
-    return doc
+    from convmem.transcript.export import load_document
+
+    try:
+        return load_document(doc)
+    except ConfigError as exc:
+        raise ConfigError(f"{name}: {exc}") from exc
 
 
 def _check_database(store: TranscriptStore, url: str, cmd: str) -> None:
@@ -227,7 +232,7 @@ def run_threads(args: argparse.Namespace) -> int:
     from convmem.transcript.records import RetentionPolicy
     from convmem.transcript.store import TranscriptStore
 
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False)  # progress bars; messages are plain lines
     cmd = args.threads_command
     try:
         if not args.db:
@@ -246,30 +251,30 @@ def run_threads(args: argparse.Namespace) -> int:
             )
         document = _read_export(args.file) if cmd == "import" else None
     except ConfigError as exc:
-        err.print(f"convmem threads {cmd}: error: {exc}", markup=False)
+        print(f"convmem threads {cmd}: error: {exc}", file=sys.stderr)
         return 2
     try:
         store = TranscriptStore(args.db, retention=policy)
     except ImportError as exc:  # psycopg missing for a postgresql:// URL
-        err.print(f"convmem threads {cmd}: error: {exc}; pip install \"convmem[postgres]\"",
-                  markup=False)
+        print(f"convmem threads {cmd}: error: {exc}; pip install \"convmem[postgres]\"",
+              file=sys.stderr)
         return 2
     try:
         if cmd != "migrate":
             try:
                 _check_database(store, args.db, cmd)
             except ConfigError as exc:
-                err.print(f"convmem threads {cmd}: error: {exc}", markup=False)
+                print(f"convmem threads {cmd}: error: {exc}", file=sys.stderr)
                 return 2
         if cmd == "delete" and not args.yes and not _confirm(
             f"Delete thread {args.thread_id} of tenant {args.tenant} and everything derived "
             "from it?"
         ):
-            err.print("nothing deleted (answer y, or pass --yes)", markup=False)
+            print("nothing deleted (answer y, or pass --yes)", file=sys.stderr)
             return 1
         return _dispatch(store, args, err, document)
     except ConvMemError as exc:
-        err.print(f"convmem threads {cmd}: {exc}", markup=False)
+        print(f"convmem threads {cmd}: {exc}", file=sys.stderr)
         return 1
     finally:
         store.close()
