@@ -92,8 +92,8 @@ def read_sessions(path: str | Path) -> list[dict[str, Any]]:
     try:
         lines = raw.decode("utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{p}:{line}: not UTF-8 text (byte {exc.start})") from exc
+        where = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{p}:{where}: not UTF-8 text (byte {exc.start})") from exc
     sessions = []
     for n, line in enumerate(lines, 1):
         if not line.strip():

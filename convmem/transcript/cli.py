@@ -305,7 +305,7 @@ def _dispatch(
             table.add_column(col, overflow="fold")
         for th in threads:
             table.add_row(  # Text: a key or title is data, never rich markup
-                th.id, f"{th.updated_at:%Y-%m-%d %H:%M:%S}", Text(th.key), Text(th.title or "")
+                th.id, f"{th.updated_at:%Y-%m-%d %H:%M:%S}", Text(th.key or ""), Text(th.title or "")
             )
         out.print(table)
     elif cmd == "show":
