@@ -77,3 +77,22 @@ def test_bad_state_arguments_are_one_line(
     monkeypatch.delenv("CONVMEM_TENANT", raising=False)
     assert main(argv) == code
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.cluster
+def test_show_and_reset_on_a_cluster(
+    redis_cluster_url: str, key_prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from convmem.stores import RedisClusterSessionStateStore
+
+    store = RedisClusterSessionStateStore(redis_cluster_url, prefix=key_prefix)
+    memory = SessionMemory(load_domain("crm"), store=store, tenant="acme")
+    memory.begin_turn("t-1", "Pull up Northline Logistics, briefly.", today=date(2026, 11, 30))
+    memory.end_turn("t-1")
+    base = ["state", "--cluster", "--redis", redis_cluster_url, "--prefix", key_prefix,
+            "--tenant", "acme"]
+    assert main([*base, "show", "t-1"]) == 0
+    assert "Northline Logistics" in capsys.readouterr().out
+    assert main([*base, "reset", "t-1"]) == 0
+    assert store.load("acme", "t-1") is None
+    store.close()
