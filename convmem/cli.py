@@ -302,7 +302,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     thread_id: str | None = None
     if args.db:
-        thread_id, rows = record_demo(args.db, tenant=check_tenant(args.tenant, "--tenant"))
+        tenant = check_tenant(args.tenant, "--tenant")
+        try:
+            thread_id, rows = record_demo(args.db, tenant=tenant)
+        except ImportError as exc:  # psycopg missing for a postgresql:// URL
+            raise ConfigError(f"--db {args.db!r}: {exc}; pip install \"convmem[postgres]\"") from exc
     else:
         rows = run_demo()
     if args.json:

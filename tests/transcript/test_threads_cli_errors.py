@@ -204,3 +204,14 @@ def test_threads_without_db_or_tenant_say_which(
     assert "give --db URL" in capsys.readouterr().err
     assert main(["threads", "--db", "sqlite:///x.db", "list"]) == 2
     assert "give --tenant T" in capsys.readouterr().err
+
+
+def test_postgresql_without_the_driver_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the postgres extra were missing
+    url = "postgresql://app@127.0.0.1:1/chat"
+    assert main(["threads", "--db", url, "--tenant", "t", "list"]) == 2
+    assert 'pip install "convmem[postgres]"' in capsys.readouterr().err
+    assert main(["demo", "--db", url]) == 2
+    assert 'pip install "convmem[postgres]"' in capsys.readouterr().err
