@@ -86,9 +86,14 @@ def read_sessions(path: str | Path) -> list[dict[str, Any]]:
     """Labelled sessions, one JSON object per line; a bad line is a ``ConfigError``."""
     p = Path(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        raw = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read sessions file ({exc.strerror})") from exc
+    try:
+        lines = raw.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        where = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{p}:{where}: not UTF-8 text (byte {exc.start})") from exc
     sessions = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -97,13 +102,34 @@ def read_sessions(path: str | Path) -> list[dict[str, Any]]:
             s = json.loads(line)
         except ValueError as exc:
             raise ConfigError(f"{p}:{n}: not valid JSON ({exc})") from exc
-        if not isinstance(s, dict) or not isinstance(s.get("turns"), list):
-            raise ConfigError(f"{p}:{n}: expected an object with a 'turns' array")
-        for key in ("id", "domain"):
-            if not isinstance(s.get(key), str):
-                raise ConfigError(f"{p}:{n}: $.{key}: expected a string")
+        except RecursionError as exc:  # json's parser recurses once per nesting level
+            raise ConfigError(f"{p}:{n}: nested too deeply to be a labelled session") from exc
+        check_session(s, f"{p}:{n}")
         sessions.append(s)
     return sessions
+
+
+def check_session(s: Any, where: str) -> None:
+    """The §6 shape ``replay`` relies on; a turn without ``expect`` cannot be scored."""
+    if not isinstance(s, dict) or not isinstance(s.get("turns"), list):
+        raise ConfigError(f"{where}: expected an object with a 'turns' array")
+    for key in ("id", "domain"):
+        if not isinstance(s.get(key), str):
+            raise ConfigError(f"{where}: $.{key}: expected a string")
+    for i, turn in enumerate(s["turns"]):
+        path = f"$.turns[{i}]"
+        if not isinstance(turn, dict) or not isinstance(turn.get("user"), str):
+            raise ConfigError(f"{where}: {path}.user: expected the user's text")
+        if not isinstance(turn.get("expect"), dict):
+            raise ConfigError(
+                f"{where}: {path}.expect: expected an object (the labelled state after the "
+                "turn); an unlabelled turn cannot be scored, so it is not counted as correct"
+            )
+        tools = [] if turn.get("tools") is None else turn["tools"]
+        if not isinstance(tools, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) for c in tools
+        ):
+            raise ConfigError(f"{where}: {path}.tools: expected an array of {{name, args, result}}")
 
 
 def _actual(state: SessionState | None, clar: Clarification | None, rewrite: str) -> dict[str, Any]:
@@ -143,6 +169,7 @@ def replay(
     report = EvalReport()
     memories: dict[str, SessionMemory] = {}
     for s in sessions:
+        check_session(s, f"session {s.get('id')!r}" if isinstance(s, dict) else "session")
         dname = s["domain"]
         if dname not in memories:
             memories[dname] = SessionMemory(domains(dname), resolver=resolver, tenant="eval")
@@ -165,16 +192,32 @@ def replay(
                         break
             mem.end_turn(thread)
             actual = _actual(mem.get_state(thread), clar, rewrite)
-            expected = turn.get("expect") or {}
+            expected = turn["expect"]
             report.turns.append(TurnResult(s["id"], dname, i, turn["user"], expected, actual,
                                            _compare(expected, actual)))
     return report
 
 
-def domain_loader(directory: str | Path) -> Callable[[str], Domain]:
-    """Domains read from ``DIR/<name>.json``, each loaded once."""
+def domain_loader(directory: str | Path | None) -> Callable[[str], Domain]:
+    """Domains read from ``DIR/<name>.json`` (``None``: the bundled examples), each loaded once."""
     cache: dict[str, Domain] = {}
+    if directory is None:
+        from convmem import examples
+
+        def bundled(name: str) -> Domain:
+            if not examples.is_name(name):
+                raise ConfigError(
+                    f"no bundled example domain {name!r} (examples: {', '.join(examples.names())}); "
+                    "give --domains DIR"
+                )
+            if name not in cache:
+                cache[name] = load_domain(name)
+            return cache[name]
+
+        return bundled
     root = Path(directory)
+    if not root.is_dir():
+        raise ConfigError(f"{root}: not a directory of <domain>.json files")
 
     def load(name: str) -> Domain:
         if name not in cache:
