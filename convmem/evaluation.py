@@ -5,8 +5,9 @@ format, clarify and — when clarify is true — the options as an *ordered* lis
 match, every ``rewritten_contains`` string appears (case-insensitively) in the
 rewrite made before tools run, and — when the turn states it — ``salient`` matches as
 an ordered list of ``{type, id}`` (spec §10). ``per_slot`` scores ``salient`` over the
-turns that state it (None when none does); a turn's ``tags`` are scored in ``per_tag``. Replay order (§8): the user text is resolved first; if
-it clarifies, the turn has no tools; then the listed tool calls apply in order.
+turns that state it (None when none does); a turn's ``tags`` are scored in ``per_tag``.
+Replay order (§8): the user text is resolved first; if it clarifies, the turn has no
+tools; then the listed tool calls apply in order.
 """
 
 from __future__ import annotations
@@ -101,9 +102,14 @@ def read_sessions(path: str | Path) -> list[dict[str, Any]]:
     """Labelled sessions, one JSON object per line; a bad line is a ``ConfigError``."""
     p = Path(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        raw = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read sessions file ({exc.strerror})") from exc
+    try:
+        lines = raw.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        where = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{p}:{where}: not UTF-8 text (byte {exc.start})") from exc
     sessions = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -112,13 +118,46 @@ def read_sessions(path: str | Path) -> list[dict[str, Any]]:
             s = json.loads(line)
         except ValueError as exc:
             raise ConfigError(f"{p}:{n}: not valid JSON ({exc})") from exc
-        if not isinstance(s, dict) or not isinstance(s.get("turns"), list):
-            raise ConfigError(f"{p}:{n}: expected an object with a 'turns' array")
-        for key in ("id", "domain"):
-            if not isinstance(s.get(key), str):
-                raise ConfigError(f"{p}:{n}: $.{key}: expected a string")
+        except RecursionError as exc:  # json's parser recurses once per nesting level
+            raise ConfigError(f"{p}:{n}: nested too deeply to be a labelled session") from exc
+        check_session(s, f"{p}:{n}")
         sessions.append(s)
     return sessions
+
+
+def check_session(s: Any, where: str) -> None:
+    """The §6 shape ``replay`` relies on; a turn without ``expect`` cannot be scored."""
+    if not isinstance(s, dict) or not isinstance(s.get("turns"), list):
+        raise ConfigError(f"{where}: expected an object with a 'turns' array")
+    for key in ("id", "domain"):
+        if not isinstance(s.get(key), str):
+            raise ConfigError(f"{where}: $.{key}: expected a string")
+    for i, turn in enumerate(s["turns"]):
+        path = f"$.turns[{i}]"
+        if not isinstance(turn, dict) or not isinstance(turn.get("user"), str):
+            raise ConfigError(f"{where}: {path}.user: expected the user's text")
+        if not isinstance(turn.get("expect"), dict):
+            raise ConfigError(
+                f"{where}: {path}.expect: expected an object (the labelled state after the "
+                "turn); an unlabelled turn cannot be scored, so it is not counted as correct"
+            )
+        tools = [] if turn.get("tools") is None else turn["tools"]
+        if not isinstance(tools, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) for c in tools
+        ):
+            raise ConfigError(f"{where}: {path}.tools: expected an array of {{name, args, result}}")
+        salient = turn["expect"].get("salient")
+        if salient is not None and (not isinstance(salient, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("type"), str) and isinstance(e.get("id"), str)
+            for e in salient
+        )):
+            raise ConfigError(
+                f"{where}: {path}.expect.salient: expected a list of {{type, id}} objects, "
+                f"got {json.dumps(salient)[:60]}"
+            )
+        tags = turn.get("tags")
+        if tags is not None and (not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)):
+            raise ConfigError(f"{where}: {path}.tags: expected a list of strings")
 
 
 def _actual(state: SessionState | None, clar: Clarification | None, rewrite: str) -> dict[str, Any]:
@@ -154,19 +193,6 @@ def _compare(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> dict[str
     return slots
 
 
-def _check_salient(value: Any, session: str, turn: int) -> None:
-    if value is None:
-        return
-    if not isinstance(value, list) or not all(
-        isinstance(e, dict) and isinstance(e.get("type"), str) and isinstance(e.get("id"), str)
-        for e in value
-    ):
-        raise ConfigError(
-            f"session {session!r} turn {turn}: $.expect.salient: expected a list of "
-            f"{{type, id}} objects, got {json.dumps(value)[:60]}"
-        )
-
-
 def replay(
     sessions: Iterable[Mapping[str, Any]],
     domains: Callable[[str], Domain],
@@ -177,6 +203,7 @@ def replay(
     report = EvalReport()
     memories: dict[str, SessionMemory] = {}
     for s in sessions:
+        check_session(s, f"session {s.get('id')!r}" if isinstance(s, dict) else "session")
         dname = s["domain"]
         if dname not in memories:
             memories[dname] = SessionMemory(domains(dname), resolver=resolver, tenant="eval")
@@ -199,21 +226,34 @@ def replay(
                         break
             mem.end_turn(thread)
             actual = _actual(mem.get_state(thread), clar, rewrite)
-            expected = turn.get("expect") or {}
-            _check_salient(expected.get("salient"), s["id"], i)
+            expected = turn["expect"]
             tags = turn.get("tags") or []
-            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-                raise ConfigError(f"session {s['id']!r} turn {i}: $.tags: expected a list of strings")
             report.turns.append(TurnResult(s["id"], dname, i, turn["user"], expected, actual,
                                            _compare(expected, actual),
                                            tuple(tags)))
     return report
 
 
-def domain_loader(directory: str | Path) -> Callable[[str], Domain]:
-    """Domains read from ``DIR/<name>.json``, each loaded once."""
+def domain_loader(directory: str | Path | None) -> Callable[[str], Domain]:
+    """Domains read from ``DIR/<name>.json`` (``None``: the bundled examples), each loaded once."""
     cache: dict[str, Domain] = {}
+    if directory is None:
+        from convmem import examples
+
+        def bundled(name: str) -> Domain:
+            if not examples.is_name(name):
+                raise ConfigError(
+                    f"no bundled example domain {name!r} (examples: {', '.join(examples.names())}); "
+                    "give --domains DIR"
+                )
+            if name not in cache:
+                cache[name] = load_domain(name)
+            return cache[name]
+
+        return bundled
     root = Path(directory)
+    if not root.is_dir():
+        raise ConfigError(f"{root}: not a directory of <domain>.json files")
 
     def load(name: str) -> Domain:
         if name not in cache:

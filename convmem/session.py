@@ -104,6 +104,20 @@ class TurnContext:
     block: str
     state: SessionState
     message_id: str | None = None
+    answers_clarification: bool = False  # the user's message picked a clarification's option
+
+    def sent_question(self, rewrite: bool) -> str | None:
+        """The text to send the model in place of the user's message; ``None``: send it
+        as typed.
+
+        With ``rewrite`` the resolver's self-contained rewrite. Whatever ``rewrite``
+        says, a turn that answers a clarification sends the original question resolved
+        to the chosen entity (spec §3 step 1: "the turn continues with the original
+        question"): the user's reply ("The Toronto one.") holds no question at all.
+        """
+        if (rewrite or self.answers_clarification) and self.rewritten:
+            return self.rewritten
+        return None
 
 
 @dataclass(frozen=True)
@@ -311,7 +325,27 @@ class SessionMemory:
         # Keyed by tenant too: per-tenant shallow copies (adapters) share these dicts.
         self._threads: dict[tuple[str, str], str] = {}
         self._open: dict[tuple[str, str], _OpenRecord] = {}
+        # tenant -> this memory's view for it (shared by every view: see ``for_tenant``)
+        self._tenants: dict[str, SessionMemory] = {tenant: self}
         _load_package_data(domain)
+
+    def for_tenant(self, tenant: str) -> SessionMemory:
+        """This memory for ``tenant``: the same store, transcript, domain, resolver,
+        policy and ``stats``, with every thread id read in ``tenant``'s namespace.
+
+        One view per tenant, made on first use and reused. Adapters that take a
+        tenant per call (LangChain's ``configurable["tenant_id"]``) use it, and so does
+        the application to read what they wrote: ``memory.for_tenant("acme")
+        .get_state("thread-42")`` (``docs/tenancy.md``).
+        """
+        check_tenant(tenant)
+        found = self._tenants.get(tenant)
+        if found is not None:
+            return found
+        view = copy.copy(self)
+        view.tenant = tenant
+        # setdefault is atomic under the GIL: two racing callers share one view.
+        return self._tenants.setdefault(tenant, view)
 
     @property
     def tenant(self) -> str:
@@ -406,12 +440,16 @@ class SessionMemory:
     ) -> Clarification | None:
         """Apply the domain's tool rule to one tool call; a candidate list asks which one.
 
-        With a transcript the call and its result join the turn's commit point 2
-        (``call_id`` links them; one is made up when the framework has none).
+        ``result`` follows the tool-result contract (``convmem.tools``): a
+        ``ToolResult``, the envelope ``{"ok": ..., "data": ...}``, a bare record or a
+        list of records (or JSON text of them). A failure never sets focus or filters.
+        Framework objects go through the adapters' ``tool_result`` first. With a
+        transcript the call and its result join the turn's commit point 2 (``call_id``
+        links them; one is made up when the framework has none).
         """
         self._check(thread_id)
         name, arguments, outcome = _tool_input(name, args, result)
-        self._note_tool(thread_id, call_id, name, arguments, result, outcome)
+        self._note_tool(thread_id, call_id, name, arguments, outcome)
         flow = self._tool_flow(thread_id, name, arguments, outcome)
         return self._drive(thread_id, flow)
 
@@ -441,6 +479,7 @@ class SessionMemory:
         needs the session state driven (``ConvMemChatMessageHistory``'s session view)."""
         view = copy.copy(self)
         view.transcript = None
+        view._tenants = {view.tenant: view}  # its tenant views record nothing either
         return view
 
     def transcript_thread_id(self, thread_id: str) -> str:
@@ -528,7 +567,7 @@ class SessionMemory:
     ) -> Clarification | None:
         self._check(thread_id)
         name, arguments, outcome = _tool_input(name, args, result)
-        self._note_tool(thread_id, call_id, name, arguments, result, outcome)
+        self._note_tool(thread_id, call_id, name, arguments, outcome)
         flow = self._tool_flow(thread_id, name, arguments, outcome)
         return await self._adrive(thread_id, flow)
 
@@ -735,6 +774,9 @@ class SessionMemory:
             block=block_for(state),
             state=state,
             message_id=ot.message_id,
+            # spec §3 step 1: on an answer turn the question processed is the original one
+            answers_clarification=bool(ot.resolved_question)
+            and ot.resolved_question != ot.question,
         )
 
     def _clarification(
@@ -1030,7 +1072,6 @@ class SessionMemory:
         call_id: str | None,
         name: str,
         args: Mapping[str, Any],
-        result: Any,
         outcome: ToolResult,
     ) -> None:
         """Keep a tool call and its result for commit point 2 (in-process, no I/O)."""
@@ -1047,7 +1088,7 @@ class SessionMemory:
         record.tools.append(
             NewMessage(
                 role="tool",
-                content=[ToolResultPart(cid, clean_text(_tool_text(result, outcome)), not outcome.ok)],
+                content=[ToolResultPart(cid, clean_text(outcome.record_text()), not outcome.ok)],
             )
         )
 
@@ -1144,27 +1185,11 @@ def _tool_input(
     data normalised like all text at the edge (NUL, lone surrogates: spec §5)."""
     if not isinstance(name, str):
         raise ConfigError(f"record_tool: name must be a string, got {type(name).__name__}")
-    outcome = ToolResult.from_any(result)
+    outcome = ToolResult.parse(result)  # the contract: docs/tool-results.md
     data = clean_data(outcome.data)
     if data is not outcome.data:
-        outcome = ToolResult(outcome.ok, data)
+        outcome = ToolResult(outcome.ok, data, outcome.text)
     return clean_text(name), clean_data(dict(args or {})), outcome
-
-
-def _tool_text(result: Any, outcome: ToolResult) -> str:
-    """A tool result as the record's text: the framework message's content, else JSON."""
-    content = getattr(result, "content", None)
-    if isinstance(content, str):
-        return content
-    if isinstance(result, str):
-        return result
-    if isinstance(result, ToolResult):
-        return json.dumps({"ok": result.ok, "data": result.data}, default=str)
-    if isinstance(content, (list, dict)):
-        return json.dumps(content, default=str)
-    if isinstance(result, (Mapping, list)):
-        return json.dumps(result, default=str)
-    return json.dumps({"ok": outcome.ok, "data": outcome.data}, default=str)
 
 
 def question_provenance(

@@ -28,7 +28,10 @@ from llama_index.core.prompts import RichPromptTemplate
 
 from convmem.errors import ConfigError
 from convmem.session import Clarification, SessionMemory
+from llamaindex_convmem._component import get_dispatcher, unpicklable
 from llamaindex_convmem.memory import CLARIFY_INSTRUCTION, message_text
+
+dispatcher = get_dispatcher(__name__)  # a span per get: see llamaindex_convmem._component
 
 #: ``Memory(memory_blocks_template=...)``: each block's text, without the XML wrapper.
 SESSION_BLOCK_TEMPLATE = RichPromptTemplate(
@@ -38,6 +41,7 @@ SESSION_BLOCK_TEMPLATE = RichPromptTemplate(
 )
 
 
+@unpicklable("Build it again: SessionStateBlock(session_memory, ...).")
 class SessionStateBlock(BaseMemoryBlock[str]):
     """The convmem session block inside a LlamaIndex ``Memory``."""
 
@@ -64,6 +68,7 @@ class SessionStateBlock(BaseMemoryBlock[str]):
             raise ConfigError("SessionStateBlock: pass thread_id= or use it inside a Memory")
         return thread
 
+    @dispatcher.span
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         """Begin the turn for the latest user message; return the block (or the question)."""
         thread = self._thread(block_kwargs)

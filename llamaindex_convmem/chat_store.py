@@ -53,6 +53,7 @@ from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, Messag
 from convmem.errors import ConfigError
 from convmem.session import SessionMemory
 from convmem.transcript import DeletionReceipt, TranscriptStore
+from llamaindex_convmem._component import pickled_by_reference, traced
 from llamaindex_convmem._record_ops import Plan, RecordOps, adrive, drive, masked_url
 from llamaindex_convmem.session_store import SessionOps
 
@@ -130,6 +131,8 @@ def _dumped(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+@traced
+@pickled_by_reference
 class ConvMemChatStore(BaseChatStore):
     """A ``BaseChatStore`` whose keys are transcript threads (see the module docstring).
 
@@ -272,6 +275,8 @@ class ConvMemChatStore(BaseChatStore):
         return await self._arun(self._ops.get_keys())
 
 
+@traced
+@pickled_by_reference
 class ConvMemDBChatStore(AsyncDBChatStore):
     """An ``AsyncDBChatStore`` for ``Memory.from_defaults(chat_store=...)`` (see module doc).
 

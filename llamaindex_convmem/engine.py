@@ -5,7 +5,9 @@ with the message it is given, before it ever asks its memory. So the wrapper beg
 turn first (``ConvMemMemory.start``): a clarification is answered right here, with no
 retrieval and no model call, and recorded like any reply; otherwise the inner engine gets
 the *rewritten* question ("Who's their rep?" → "Who's Brightwater Farms's rep?"), so it
-retrieves and answers on a standalone question. The inner engine must have been built
+retrieves and answers on a standalone question (with the memory's ``rewrite=False``
+the user's words instead, except on a turn that answers a clarification: that one
+always carries the original question resolved to the chosen entity). The inner engine must have been built
 with the same ``ConvMemMemory`` (it records the answer and so closes the turn). Use
 ``CondensePlusContextChatEngine(skip_condense=True)``: the rewrite already is the
 condensed question, and condensing again costs a model call per turn.
@@ -44,10 +46,6 @@ from convmem.errors import ConfigError
 from convmem.session import Clarification, TurnContext
 from llamaindex_convmem.memory import ConvMemMemory, message_text
 from llamaindex_convmem.session_store import KeyTurns, session_turns
-
-
-def _question(started: TurnContext, message: str) -> str:
-    return started.rewritten or message
 
 
 class ConvMemChatEngine(BaseChatEngine):
@@ -111,6 +109,11 @@ class ConvMemChatEngine(BaseChatEngine):
 
     # ------------------------------------------------------------------ helpers
 
+    def _question(self, started: TurnContext, message: str) -> str:
+        """What the inner engine retrieves and answers on: the rewrite (``rewrite=True``,
+        or a turn answering a clarification), else the user's message."""
+        return started.sent_question(self._turns.rewrite) or message
+
     def _no_model_call(self) -> None:
         """A session-view store must not take the engine memory's own reads (``Memory``
         re-reads after every write) for a model call: this turn has none."""
@@ -142,7 +145,7 @@ class ConvMemChatEngine(BaseChatEngine):
         if isinstance(started, Clarification):
             self._clarified(message, started)
             return AgentChatResponse(response=started.text)
-        return self.inner_engine.chat(_question(started, message), chat_history)
+        return self.inner_engine.chat(self._question(started, message), chat_history)
 
     async def achat(
         self, message: str, chat_history: list[ChatMessage] | None = None
@@ -151,14 +154,15 @@ class ConvMemChatEngine(BaseChatEngine):
         if isinstance(started, Clarification):
             await self._aclarified(message, started)
             return AgentChatResponse(response=started.text)
-        return await self.inner_engine.achat(_question(started, message), chat_history)
+        return await self.inner_engine.achat(self._question(started, message), chat_history)
 
     def stream_chat(
         self, message: str, chat_history: list[ChatMessage] | None = None
     ) -> StreamingAgentChatResponse:
         started = self._turns.start(message)
         if not isinstance(started, Clarification):
-            return self.inner_engine.stream_chat(_question(started, message), chat_history)
+            question = self._question(started, message)
+            return self.inner_engine.stream_chat(question, chat_history)
         self._no_model_call()
         self.memory.put(ChatMessage(role=MessageRole.USER, content=message))
         text = started.text
@@ -177,7 +181,8 @@ class ConvMemChatEngine(BaseChatEngine):
     ) -> StreamingAgentChatResponse:
         started = await self._turns.astart(message)
         if not isinstance(started, Clarification):
-            return await self.inner_engine.astream_chat(_question(started, message), chat_history)
+            question = self._question(started, message)
+            return await self.inner_engine.astream_chat(question, chat_history)
         self._no_model_call()
         await self.memory.aput(ChatMessage(role=MessageRole.USER, content=message))
         text = started.text

@@ -100,7 +100,9 @@ def tool_result(message: ChatMessage) -> ToolResult:
     as text only (``FunctionAgent``: the ``ToolOutput``'s blocks; ``raw_output`` never
     reaches a chat store). The text is JSON, or — ``FunctionTool`` stores ``str()`` of
     what the function returned — a Python literal (``ast.literal_eval``: literals only,
-    nothing is executed); an object or a list is the data, anything else carries none.
+    nothing is executed); an object or a list is read under the tool-result contract
+    (``ToolResult.parse``: the envelope, ``ok: false`` a failure), anything else
+    carries no data.
     """
     text = message_text(message).strip()
     if not text or text[0] not in "[{" or len(text) > MAX_TOOL_TEXT:
@@ -114,7 +116,9 @@ def tool_result(message: ChatMessage) -> ToolResult:
             value = ast.literal_eval(text)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return ToolResult(True, None)
-    return ToolResult(True, value if isinstance(value, (dict, list)) else None)
+    if not isinstance(value, (dict, list)):
+        return ToolResult(True, None)
+    return ToolResult.parse(value)  # the contract (docs/tool-results.md): ok: false fails
 
 
 def _tool_calls(message: ChatMessage) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -659,6 +663,11 @@ class KeyTurns:
     def __init__(self, ops: SessionOps, key: str) -> None:
         self.ops = ops
         self.key = check_thread_id(key, "chat store key")
+
+    @property
+    def rewrite(self) -> bool:
+        """The store's ``rewrite`` setting (``ConvMemChatEngine`` honours it)."""
+        return self.ops.rewrite
 
     def start(self, message: str) -> Clarification | TurnContext:
         return drive(self.ops.start(self.key, message))

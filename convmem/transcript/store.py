@@ -31,7 +31,6 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.util import greenlet_spawn
 
 from convmem.errors import ConfigError, TranscriptUnavailable
-from convmem.transcript import migrate as _migrate
 from convmem.transcript import ops
 from convmem.transcript.export import canonical_dumps, load_document
 from convmem.transcript.models import CONTENT_TABLES
@@ -58,6 +57,7 @@ T = TypeVar("T")
 Progress = Callable[[int, int], None]
 _UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
 _Content = str | Sequence[Part]
+_VERSION_TABLE = "convmem_alembic_version"  # convmem.transcript.migrate.VERSION_TABLE
 
 
 def _utcnow() -> datetime:
@@ -287,8 +287,24 @@ class TranscriptStore:
     # ------------------------------------------------------------ schema
 
     def migrate(self, revision: str = "head") -> None:
-        """Create or upgrade the schema with the shipped Alembic revisions."""
-        _migrate.upgrade(self.engine, revision)
+        """Create or upgrade the schema with the shipped Alembic revisions.
+
+        Alembic is imported here, not with the store: only migrations need it.
+        """
+        from convmem.transcript import migrate as _migrate
+
+        try:
+            _migrate.upgrade(self.engine, revision)
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+
+    def has_schema(self) -> bool:
+        """Whether the database was ever migrated (a cheap check, no Alembic)."""
+        try:
+            with self.engine.connect() as conn:
+                return sa.inspect(conn).has_table(_VERSION_TABLE)
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
 
     def close(self) -> None:
         """Dispose of the sync pool (``aclose`` for the async one)."""

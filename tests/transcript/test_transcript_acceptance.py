@@ -83,7 +83,7 @@ def test_demo_export_import_export_sqlite_to_postgres(
     try:
         assert again.read_bytes() == a_json.read_bytes()
     finally:
-        convmem_cli("threads", "--db", postgres_url, "--tenant", "demo", "delete", thread_id)
+        convmem_cli("threads", "--db", postgres_url, "--tenant", "demo", "delete", thread_id, "--yes")
 
 
 @pytest.mark.sqlite

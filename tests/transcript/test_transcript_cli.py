@@ -55,7 +55,7 @@ def test_cli_round_trip_and_subcommands(
         "ops",
     )
     assert "0 expired" in dry and "dry run" in dry
-    deleted = _cli(capsys, "--db", b, "--tenant", "demo", "delete", tid)
+    deleted = _cli(capsys, "--db", b, "--tenant", "demo", "delete", tid, "--yes")
     assert f"deleted thread_id={tid} messages=6" in deleted
     assert main(["threads", "--db", b, "--tenant", "other", "show", tid]) == 1
 
@@ -75,4 +75,4 @@ def test_cli_sqlite_export_imports_into_postgres(
     (tmp_path / "a.json").write_text(exported, "utf-8")
     _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "import", str(tmp_path / "a.json"))
     assert _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "export", tid) == exported
-    _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "delete", tid)
+    _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "delete", tid, "--yes")
