@@ -34,7 +34,7 @@ from typing import Protocol, runtime_checkable
 from convmem.catalog import Mention
 from convmem.domain import Domain, PeriodFilter, TypeWords, VocabFilter
 from convmem.periods import find_periods, is_period_value
-from convmem.render import inert_label
+from convmem.render import ID_TOKENS, NAME_TOKENS, inert, inert_label
 from convmem.state import FORMATS, Focus, Format, SessionState
 from convmem.text import (
     OBJECT_PRONOUNS,
@@ -677,7 +677,8 @@ class StructuredResolver:
             lines.append(f"Current focus: {state.focus.type} {inert_label(state.focus.label)!r}")
         if state.salient:  # spec §10; absent otherwise, so prompts without it are unchanged
             lines.append("Also in this conversation: " + "; ".join(
-                f"{s.type} {inert_label(s.label)!r} (id {s.id})" for s in state.salient))
+                f"{inert(s.type, max_tokens=NAME_TOKENS)} {inert_label(s.label)!r} "
+                f"(id {inert(s.id, max_tokens=ID_TOKENS)})" for s in state.salient))
             lines.append("If the question's first reference (a pronoun, or 'that/this/the' + "
                          "noun) points at one of those rather than the focus, set 'salient' to "
                          "its id and rewrite the reference with its name; otherwise null.")
