@@ -24,14 +24,17 @@ JSON).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import ToolMessage
-from langgraph.types import Command
 
 from convmem.errors import ConfigError
 from convmem.tools import ToolResult, as_plain, json_container
+
+if TYPE_CHECKING:
+    from langgraph.types import Command
 
 
 def tool_result(message: ToolMessage) -> ToolResult:
@@ -56,7 +59,7 @@ def output_result(output: Any) -> ToolResult:
     success with no data: the tool ran; nothing in it can set the focus."""
     if isinstance(output, ToolMessage):
         return tool_result(output)
-    if isinstance(output, Command):
+    if _is_command(output):
         found = [m for m in _update_messages(output.update) if isinstance(m, ToolMessage)]
         return tool_result(found[0]) if found else ToolResult(True, None, "")
     try:
@@ -79,6 +82,13 @@ def command_results(
         tool_result(m) for m in _update_messages(result.update)
         if isinstance(m, ToolMessage) and m.tool_call_id == call_id
     ]
+
+
+def _is_command(value: Any) -> bool:
+    """A LangGraph ``Command``, without importing LangGraph for code that never has one
+    (the history, the Runnable): an instance exists only once its module is loaded."""
+    types = sys.modules.get("langgraph.types")
+    return types is not None and isinstance(value, types.Command)
 
 
 def _update_messages(update: Any) -> list[Any]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Generator
 from threading import Thread
+from typing import TYPE_CHECKING
 
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
 from llama_index.core.chat_engine.types import (
@@ -45,7 +46,9 @@ from llama_index.core.memory.types import BaseMemory
 from convmem.errors import ConfigError
 from convmem.session import Clarification, TurnContext
 from llamaindex_convmem.memory import ConvMemMemory, message_text
-from llamaindex_convmem.session_store import KeyTurns, session_turns
+
+if TYPE_CHECKING:  # the session view loads the SQL stack: only an engine over it needs it
+    from llamaindex_convmem.session_store import KeyTurns
 
 
 class ConvMemChatEngine(BaseChatEngine):
@@ -70,7 +73,10 @@ class ConvMemChatEngine(BaseChatEngine):
             )
         if memory is None:
             turns = inner_memory if isinstance(inner_memory, ConvMemMemory) else None
-            turns = turns or session_turns(inner_memory)
+            if turns is None:
+                from llamaindex_convmem.session_store import session_turns
+
+                turns = session_turns(inner_memory)
             if turns is None:
                 raise ConfigError(
                     "ConvMemChatEngine: pass memory=ConvMemMemory(...) (the inner engine's), or "
@@ -117,7 +123,7 @@ class ConvMemChatEngine(BaseChatEngine):
     def _no_model_call(self) -> None:
         """A session-view store must not take the engine memory's own reads (``Memory``
         re-reads after every write) for a model call: this turn has none."""
-        if isinstance(self._turns, KeyTurns):
+        if not isinstance(self._turns, ConvMemMemory):
             self._turns.no_model_call()
 
     def _clarified(self, message: str, clarification: Clarification) -> None:
@@ -202,6 +208,6 @@ class ConvMemChatEngine(BaseChatEngine):
     @property
     def chat_history(self) -> list[ChatMessage]:
         """The conversation: this process's messages (``ConvMemMemory``) or the record."""
-        if isinstance(self._turns, KeyTurns):
+        if not isinstance(self._turns, ConvMemMemory):
             return self._turns.history()
         return self.memory.get_all()
