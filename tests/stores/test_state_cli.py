@@ -62,7 +62,7 @@ def test_an_unreachable_redis_is_one_line(capsys: pytest.CaptureFixture[str]) ->
         (["state", "--tenant", "t", "show", "x"], 2, "give --redis URL"),
         (["state", "--redis", "redis://127.0.0.1:6379/0", "show", "x"], 2, "give --tenant T"),
         (["state", "--redis", "redis://127.0.0.1:notaport/0", "--tenant", "t", "show", "x"], 2,
-         "--redis 'redis://127.0.0.1:notaport/0'"),
+         "malformed Redis URL 'redis://127.0.0.1:notaport/0'"),
         (["state", "--redis", "redis://127.0.0.1:6379/0", "--tenant", "t", "show", "a\nb"], 2,
          "thread_id contains a control character"),
         (["state", "--redis", "redis://127.0.0.1:6379/0", "--tenant", "t", "--prefix", "{x}",
