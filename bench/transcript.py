@@ -17,7 +17,7 @@ floor timed beside it. Active-path reads fetch a 50-message path from a
 alternating; ``path_10000_over_100`` should stay near 1 (cost follows depth).
 Each figure is the median over ``--runs`` runs (fresh databases each run).
 
-Peers on the same PostgreSQL, when installed (``pip install convmem[bench]``),
+Peers on the same PostgreSQL, when installed (``pip install --group bench`` in a checkout),
 measured the same way: langchain-postgres ``PostgresChatMessageHistory`` to 10,000
 messages, and llama-index ``PostgresChatStore`` to 2,000 only (it rewrites its
 whole row on every append; its 10,000 figure is the least-squares line through its
@@ -189,7 +189,7 @@ def peer_langchain(url: str, marks: list[int], window: int) -> dict[str, Any]:
         from langchain_core.messages import HumanMessage
         from langchain_postgres import PostgresChatMessageHistory
     except ImportError:
-        return {"skipped": "langchain-postgres not installed (pip install convmem[bench])"}
+        return {"skipped": "langchain-postgres not installed (pip install --group bench, in a checkout)"}
     dsn = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     conn = psycopg.connect(dsn)
     PostgresChatMessageHistory.create_tables(conn, "lc_bench")

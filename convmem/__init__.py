@@ -5,41 +5,96 @@ a domain (``Domain``, ``load_domain``), the state (``SessionState``) and its ren
 (``render``), the resolver and policy, and the façade every adapter uses
 (``SessionMemory``). Stores live in ``convmem.stores``; conformance suites in
 ``convmem.testing``.
+
+Every name below is imported on first use (PEP 562), so ``import convmem`` and the
+``convmem`` command stay fast; ``from convmem import SessionMemory`` works as usual.
 """
 
-from convmem.catalog import Catalog, InMemoryCatalog, Mention
-from convmem.domain import (
-    Domain,
-    Entity,
-    PeriodFilter,
-    ToolFocusRule,
-    ToolRule,
-    VocabFilter,
-    load_domain,
-)
-from convmem.errors import (
-    ConfigError,
-    ConvMemError,
-    CorruptState,
-    StateUnavailable,
-    TranscriptUnavailable,
-    VersionConflict,
-)
-from convmem.policy import PolicyConfig
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# ``render`` is also a submodule's name: importing ``convmem.render`` (session does)
+# would rebind ``convmem.render`` to the module, so the function is bound eagerly.
 from convmem.render import render
-from convmem.resolve import (
-    RESOLUTION_SCHEMA,
-    Resolution,
-    Resolver,
-    RuleResolver,
-    StructuredResolver,
-)
-from convmem.session import Clarification, ModelCall, SessionMemory, SessionStats, TurnContext
-from convmem.state import FilterValue, Focus, Option, PendingClarification, SessionState
-from convmem.stores import InMemorySessionStateStore, SessionStateStore
-from convmem.tokens import count_message_tokens, count_tokens
-from convmem.tools import ToolResult
-from convmem.topic import TopicDetector, topic_changed
+
+if TYPE_CHECKING:
+    from convmem.catalog import Catalog, InMemoryCatalog, Mention
+    from convmem.domain import (
+        Domain,
+        Entity,
+        PeriodFilter,
+        ToolFocusRule,
+        ToolRule,
+        VocabFilter,
+        load_domain,
+    )
+    from convmem.errors import (
+        ConfigError,
+        ConvMemError,
+        CorruptState,
+        StateUnavailable,
+        TranscriptUnavailable,
+        VersionConflict,
+    )
+    from convmem.policy import PolicyConfig
+    from convmem.resolve import (
+        RESOLUTION_SCHEMA,
+        Resolution,
+        Resolver,
+        RuleResolver,
+        StructuredResolver,
+    )
+    from convmem.session import Clarification, ModelCall, SessionMemory, SessionStats, TurnContext
+    from convmem.state import FilterValue, Focus, Option, PendingClarification, SessionState
+    from convmem.stores import InMemorySessionStateStore, SessionStateStore
+    from convmem.tokens import count_message_tokens, count_tokens
+    from convmem.tools import ToolResult
+    from convmem.topic import TopicDetector, topic_changed
+
+#: Where each public name lives.
+_HOME: dict[str, str] = {
+    "Catalog": "convmem.catalog",
+    "Clarification": "convmem.session",
+    "ConfigError": "convmem.errors",
+    "ConvMemError": "convmem.errors",
+    "CorruptState": "convmem.errors",
+    "Domain": "convmem.domain",
+    "Entity": "convmem.domain",
+    "FilterValue": "convmem.state",
+    "Focus": "convmem.state",
+    "InMemoryCatalog": "convmem.catalog",
+    "InMemorySessionStateStore": "convmem.stores",
+    "Mention": "convmem.catalog",
+    "ModelCall": "convmem.session",
+    "Option": "convmem.state",
+    "PendingClarification": "convmem.state",
+    "PeriodFilter": "convmem.domain",
+    "PolicyConfig": "convmem.policy",
+    "RESOLUTION_SCHEMA": "convmem.resolve",
+    "Resolution": "convmem.resolve",
+    "Resolver": "convmem.resolve",
+    "RuleResolver": "convmem.resolve",
+    "SessionMemory": "convmem.session",
+    "SessionState": "convmem.state",
+    "SessionStateStore": "convmem.stores",
+    "SessionStats": "convmem.session",
+    "StateUnavailable": "convmem.errors",
+    "StructuredResolver": "convmem.resolve",
+    "ToolFocusRule": "convmem.domain",
+    "ToolResult": "convmem.tools",
+    "ToolRule": "convmem.domain",
+    "TopicDetector": "convmem.topic",
+    "TranscriptUnavailable": "convmem.errors",
+    "TurnContext": "convmem.session",
+    "VersionConflict": "convmem.errors",
+    "VocabFilter": "convmem.domain",
+    "count_message_tokens": "convmem.tokens",
+    "count_tokens": "convmem.tokens",
+    "load_domain": "convmem.domain",
+    "topic_changed": "convmem.topic",
+}
 
 __version__ = "0.1.0"
 
@@ -85,3 +140,16 @@ __all__ = [
     "render",
     "topic_changed",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'convmem' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -11,7 +11,10 @@ not grow with the catalog (spec §9's matching rules):
   candidate labels; RapidFuzz's Levenshtein confirms them against the whole label
   (first letter right; distance ≤ 1, ≤ 2 for labels of 16+ characters); a tie between
   labels is an ambiguous name. Typos are matched only against labels, and only where
-  no exact name covers the same words.
+  no exact name covers the same words — except that the longest match wins: a typo of
+  a whole label that *extends* a shorter exact name ("Harbor Helth Partners" around the
+  alias "Harbor") replaces it, so a typo inside a multi-word name is not lost to the
+  alias its first word happens to be. Candidate labels come from any word of the span.
 """
 
 from __future__ import annotations
@@ -107,11 +110,20 @@ class InMemoryCatalog:
 
     def find(self, text: str) -> list[Mention]:
         tokens = tokenize(text)
-        mentions = self._exact_mentions(text, tokens)
-        covered = {i for m in mentions for i in range(len(tokens)) if m.start <= tokens[i].start < m.end}
-        mentions += self._typo_mentions(text, tokens, covered)
+        exact = self._exact_mentions(text, tokens)
+        spans = [self._token_span(tokens, m) for m in exact]
+        typos = self._typo_mentions(text, tokens, spans)
+        # spec §8 "the longest match wins": a typo span covering exact ones replaces them
+        kept = [m for m in exact if not any(t.start <= m.start and m.end <= t.end for t in typos)]
+        mentions = kept + typos
         mentions.sort(key=lambda m: m.start)
         return mentions
+
+    @staticmethod
+    def _token_span(tokens: Sequence[Token], m: Mention) -> tuple[int, int]:
+        """Token indexes ``[a, b)`` a mention covers."""
+        idx = [i for i, t in enumerate(tokens) if m.start <= t.start < m.end]
+        return idx[0], idx[-1] + 1
 
     # ------------------------------------------------------------------ exact
 
@@ -140,18 +152,34 @@ class InMemoryCatalog:
 
     # ------------------------------------------------------------------ typos
 
-    def _typo_mentions(self, text: str, tokens: Sequence[Token], covered: set[int]) -> list[Mention]:
+    def _typo_mentions(
+        self, text: str, tokens: Sequence[Token], exact: Sequence[tuple[int, int]]
+    ) -> list[Mention]:
+        """Typo matches over spans that hold no exact name, or wholly contain (and so
+        extend) every exact name they touch."""
         stops = stopwords()
         found: list[tuple[int, int, int, tuple[int, ...]]] = []  # (distance, -n, i, positions)
+        near: dict[int, set[int]] = {}  # token index -> labels with a word near it
+
+        def labels_near(j: int) -> set[int]:
+            if j not in near:
+                word = tokens[j].norm
+                near[j] = set() if word in stops else self._candidate_labels(word)
+            return near[j]
+
         for i, first in enumerate(tokens):
-            if i in covered or first.norm in stops:
+            if first.norm in stops:
                 continue
-            candidates = self._candidate_labels(first.norm)
-            if not candidates:
-                continue
+            candidates: set[int] = set()
             for n in range(1, min(self._max_len, len(tokens) - i) + 1):
-                if any(j in covered for j in range(i, i + n)):
-                    break
+                touched = [(a, b) for a, b in exact if a < i + n and i < b]
+                if any(a < i for a, _b in touched):
+                    break  # an exact name starts before this span: it cannot contain it
+                candidates |= labels_near(i + n - 1)
+                if any(b > i + n or (a, b) == (i, i + n) for a, b in touched):
+                    continue  # not (yet) a strict extension of the exact names it touches
+                if not candidates:
+                    continue
                 gram = " ".join(t.norm for t in tokens[i:i + n])
                 best: int | None = None
                 winners: list[int] = []

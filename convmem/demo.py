@@ -1,8 +1,11 @@
 """``convmem demo``: the seed chapter's argument in six turns.
 
-A scripted session (a named entity, a pronoun follow-up with a filter change, a
-format request, an ambiguous name and its clarification, a topic change) on the
-embedded defaults, with prompt tokens for "replay raw history" beside convmem's,
+A scripted session on the embedded defaults: a named entity, a tool moving the focus to
+another kind of entity ("Who's their rep?"), a pronoun that still means the customer
+("What did they order last quarter?", with a filter change), a question about both
+("Briefly: has she chased them about it?", with a format request), an ambiguous name and
+its clarification. The demo domain declares ``types`` (spec §10). Prompt tokens for
+"replay raw history" are shown beside convmem's,
 sized like the reference session (4,000-token system prompt + context per turn,
 2,000-token answers). The script and its domain are package data.
 

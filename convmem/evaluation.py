@@ -2,9 +2,12 @@
 
 A turn is fully correct when focus (``{type, id}`` or null), filters (key → value),
 format, clarify and — when clarify is true — the options as an *ordered* list all
-match, and every ``rewritten_contains`` string appears (case-insensitively) in the
-rewrite made before tools run. Replay order (§8): the user text is resolved first; if
-it clarifies, the turn has no tools; then the listed tool calls apply in order.
+match, every ``rewritten_contains`` string appears (case-insensitively) in the
+rewrite made before tools run, and — when the turn states it — ``salient`` matches as
+an ordered list of ``{type, id}`` (spec §10). ``per_slot`` scores ``salient`` over the
+turns that state it (None when none does); a turn's ``tags`` are scored in ``per_tag``.
+Replay order (§8): the user text is resolved first; if it clarifies, the turn has no
+tools; then the listed tool calls apply in order.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from convmem.resolve import Resolver
 from convmem.session import Clarification, SessionMemory
 from convmem.state import SessionState
 
-SLOTS = ("focus", "filters", "format", "clarify", "options", "rewrite")
+SLOTS = ("focus", "filters", "format", "clarify", "options", "rewrite", "salient")
 
 
 @dataclass
@@ -34,7 +37,8 @@ class TurnResult:
     user: str
     expected: Mapping[str, Any]
     actual: dict[str, Any]
-    slots: dict[str, bool]
+    slots: dict[str, bool]  # "salient" only when the turn states it
+    tags: tuple[str, ...] = ()
 
     @property
     def correct(self) -> bool:
@@ -46,6 +50,12 @@ class EvalReport:
     turns: list[TurnResult] = field(default_factory=list)
 
     def summary(self, *, per_turn: bool = False) -> dict[str, Any]:
+        def slot_score(rows: list[TurnResult], slot: str) -> float | None:
+            scored = [r.slots[slot] for r in rows if slot in r.slots]
+            if not scored:
+                return None if slot == "salient" else 0.0
+            return round(sum(scored) / len(scored), 4)
+
         def score(rows: list[TurnResult]) -> dict[str, Any]:
             n = len(rows)
             sessions = {r.session for r in rows}
@@ -54,8 +64,7 @@ class EvalReport:
                 "turns": n,
                 "turns_fully_correct": sum(r.correct for r in rows),
                 "accuracy": round(sum(r.correct for r in rows) / n, 4) if n else 0.0,
-                "per_slot": {s: round(sum(r.slots[s] for r in rows) / n, 4) if n else 0.0
-                             for s in SLOTS},
+                "per_slot": {s: slot_score(rows, s) for s in SLOTS},
                 "clarify_rate": {
                     "turns": round(sum(r.actual["clarify"] for r in rows) / n, 4) if n else 0.0,
                     "sessions": round(len(clarified) / len(sessions), 4) if sessions else 0.0,
@@ -65,8 +74,15 @@ class EvalReport:
         by_domain: dict[str, list[TurnResult]] = defaultdict(list)
         for r in self.turns:
             by_domain[r.domain].append(r)
+        by_tag: dict[str, list[TurnResult]] = defaultdict(list)
+        for r in self.turns:
+            for tag in r.tags:
+                by_tag[tag].append(r)
         out = score(self.turns)
         out["per_domain"] = {d: score(rows) for d, rows in sorted(by_domain.items())}
+        out["per_tag"] = {t: {"turns": len(rows), "turns_fully_correct": sum(r.correct for r in rows),
+                              "accuracy": round(sum(r.correct for r in rows) / len(rows), 4)}
+                          for t, rows in sorted(by_tag.items())}
         out["failures"] = [
             {"session": r.session, "turn": r.turn, "user": r.user,
              "wrong": [s for s, ok in r.slots.items() if not ok],
@@ -86,9 +102,14 @@ def read_sessions(path: str | Path) -> list[dict[str, Any]]:
     """Labelled sessions, one JSON object per line; a bad line is a ``ConfigError``."""
     p = Path(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        raw = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read sessions file ({exc.strerror})") from exc
+    try:
+        lines = raw.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        where = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{p}:{where}: not UTF-8 text (byte {exc.start})") from exc
     sessions = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -97,13 +118,46 @@ def read_sessions(path: str | Path) -> list[dict[str, Any]]:
             s = json.loads(line)
         except ValueError as exc:
             raise ConfigError(f"{p}:{n}: not valid JSON ({exc})") from exc
-        if not isinstance(s, dict) or not isinstance(s.get("turns"), list):
-            raise ConfigError(f"{p}:{n}: expected an object with a 'turns' array")
-        for key in ("id", "domain"):
-            if not isinstance(s.get(key), str):
-                raise ConfigError(f"{p}:{n}: $.{key}: expected a string")
+        except RecursionError as exc:  # json's parser recurses once per nesting level
+            raise ConfigError(f"{p}:{n}: nested too deeply to be a labelled session") from exc
+        check_session(s, f"{p}:{n}")
         sessions.append(s)
     return sessions
+
+
+def check_session(s: Any, where: str) -> None:
+    """The §6 shape ``replay`` relies on; a turn without ``expect`` cannot be scored."""
+    if not isinstance(s, dict) or not isinstance(s.get("turns"), list):
+        raise ConfigError(f"{where}: expected an object with a 'turns' array")
+    for key in ("id", "domain"):
+        if not isinstance(s.get(key), str):
+            raise ConfigError(f"{where}: $.{key}: expected a string")
+    for i, turn in enumerate(s["turns"]):
+        path = f"$.turns[{i}]"
+        if not isinstance(turn, dict) or not isinstance(turn.get("user"), str):
+            raise ConfigError(f"{where}: {path}.user: expected the user's text")
+        if not isinstance(turn.get("expect"), dict):
+            raise ConfigError(
+                f"{where}: {path}.expect: expected an object (the labelled state after the "
+                "turn); an unlabelled turn cannot be scored, so it is not counted as correct"
+            )
+        tools = [] if turn.get("tools") is None else turn["tools"]
+        if not isinstance(tools, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) for c in tools
+        ):
+            raise ConfigError(f"{where}: {path}.tools: expected an array of {{name, args, result}}")
+        salient = turn["expect"].get("salient")
+        if salient is not None and (not isinstance(salient, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("type"), str) and isinstance(e.get("id"), str)
+            for e in salient
+        )):
+            raise ConfigError(
+                f"{where}: {path}.expect.salient: expected a list of {{type, id}} objects, "
+                f"got {json.dumps(salient)[:60]}"
+            )
+        tags = turn.get("tags")
+        if tags is not None and (not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)):
+            raise ConfigError(f"{where}: {path}.tags: expected a list of strings")
 
 
 def _actual(state: SessionState | None, clar: Clarification | None, rewrite: str) -> dict[str, Any]:
@@ -115,12 +169,13 @@ def _actual(state: SessionState | None, clar: Clarification | None, rewrite: str
         "clarify": clar is not None,
         "options": [] if clar is None else [o.id for o in clar.options],
         "rewritten": rewrite,
+        "salient": [{"type": f.type, "id": f.id} for f in st.salient],
     }
 
 
 def _compare(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> dict[str, bool]:
     ef = expected.get("focus")
-    return {
+    slots = {
         "focus": (ef is None and actual["focus"] is None)
         or (ef is not None and actual["focus"] == {"type": ef.get("type"), "id": ef.get("id")}),
         "filters": dict(expected.get("filters") or {}) == actual["filters"],
@@ -131,6 +186,11 @@ def _compare(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> dict[str
         "rewrite": all(s.lower() in actual["rewritten"].lower()
                        for s in expected.get("rewritten_contains") or []),
     }
+    if expected.get("salient") is not None:  # spec §10: ordered, most recent first
+        slots["salient"] = [
+            {"type": e.get("type"), "id": e.get("id")} for e in expected["salient"]
+        ] == actual["salient"]
+    return slots
 
 
 def replay(
@@ -143,6 +203,7 @@ def replay(
     report = EvalReport()
     memories: dict[str, SessionMemory] = {}
     for s in sessions:
+        check_session(s, f"session {s.get('id')!r}" if isinstance(s, dict) else "session")
         dname = s["domain"]
         if dname not in memories:
             memories[dname] = SessionMemory(domains(dname), resolver=resolver, tenant="eval")
@@ -165,16 +226,34 @@ def replay(
                         break
             mem.end_turn(thread)
             actual = _actual(mem.get_state(thread), clar, rewrite)
-            expected = turn.get("expect") or {}
+            expected = turn["expect"]
+            tags = turn.get("tags") or []
             report.turns.append(TurnResult(s["id"], dname, i, turn["user"], expected, actual,
-                                           _compare(expected, actual)))
+                                           _compare(expected, actual),
+                                           tuple(tags)))
     return report
 
 
-def domain_loader(directory: str | Path) -> Callable[[str], Domain]:
-    """Domains read from ``DIR/<name>.json``, each loaded once."""
+def domain_loader(directory: str | Path | None) -> Callable[[str], Domain]:
+    """Domains read from ``DIR/<name>.json`` (``None``: the bundled examples), each loaded once."""
     cache: dict[str, Domain] = {}
+    if directory is None:
+        from convmem import examples
+
+        def bundled(name: str) -> Domain:
+            if not examples.is_name(name):
+                raise ConfigError(
+                    f"no bundled example domain {name!r} (examples: {', '.join(examples.names())}); "
+                    "give --domains DIR"
+                )
+            if name not in cache:
+                cache[name] = load_domain(name)
+            return cache[name]
+
+        return bundled
     root = Path(directory)
+    if not root.is_dir():
+        raise ConfigError(f"{root}: not a directory of <domain>.json files")
 
     def load(name: str) -> Domain:
         if name not in cache:

@@ -13,12 +13,15 @@ all.
 Free text (questions, answers, tool output) is *normalised*, not refused: a NUL or a
 lone surrogate is replaced by U+FFFD (the Unicode replacement character), the one
 documented way, on every path and backend, so neither the JSON codec, SQLite nor
-PostgreSQL ever sees them and no turn fails on them.
+PostgreSQL ever sees them and no turn fails on them. ``clean_data`` applies the same
+rule through JSON-like data (tool arguments and results).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from convmem.errors import ConfigError
 
@@ -71,3 +74,26 @@ def _describe(ch: str) -> str:
     if "\ud800" <= ch <= "\udfff":
         return f"a lone surrogate (U+{ord(ch):04X})"
     return f"a control character (U+{ord(ch):04X})"
+
+
+def clean_data(value: Any) -> Any:
+    """``clean_text`` through JSON-like data (mappings, lists, tuples; keys too): the
+    same rule for structured text such as tool arguments and results. ``value`` itself,
+    not a copy, when it holds nothing to replace."""
+    if not _holds_unsafe_text(value):
+        return value
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, Mapping):
+        return {clean_data(k): clean_data(v) for k, v in value.items()}
+    return [clean_data(v) for v in value]
+
+
+def _holds_unsafe_text(value: Any) -> bool:
+    if isinstance(value, str):
+        return _UNSAFE_TEXT.search(value) is not None
+    if isinstance(value, Mapping):
+        return any(_holds_unsafe_text(k) or _holds_unsafe_text(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_unsafe_text(v) for v in value)
+    return False

@@ -5,15 +5,19 @@ The prompt-size contract every adapter relies on: cl100k_base tokens; at most
 any state whatever its content; the empty state renders as ``""``. Every value that did
 not come from the domain file (questions, labels and ids from tools) is made *inert*:
 one line, quoted, capped, with nothing that could close the block or open a section
-or a role. The block never holds an answer, a passage or a tool result body.
+or a role. The block never holds an answer, a passage or a tool result body. Spec §10's
+other entities (``salient``) take one line after the focus, inert like the focus, and
+are the first thing given up when the slots exceed their budget.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
-from convmem.state import SessionState
+from convmem.identity import clean_text
+from convmem.state import Focus, SessionState
 from convmem.tokens import count_tokens, truncate_tokens
 
 HEADER = "## Session context"
@@ -37,25 +41,77 @@ _TRANSLATE = str.maketrans({
 
 def inert(text: str, *, max_tokens: int, max_chars: int = QUESTION_CHARS) -> str:
     """One safe line: no control characters or newlines, no markup that opens a section,
-    a fence, a role or a chat-template token, and capped in characters and tokens."""
+    a fence, a role or a chat-template token, and capped in characters and tokens.
+    NUL and lone surrogates become U+FFFD first (``convmem.identity.clean_text``).
+
+    Only the start of the text can show, so a long text is normalised from a prefix
+    when that already overflows the cap (the result is the same: normalising maps a
+    prefix to a prefix, up to a role marker cut at its end): a 2,000-token tool label
+    costs what a 200-character one does.
+    """
+    window = 4 * max_chars + 64
+    if len(text) > window:
+        head = _one_line(text[:window])
+        if len(head) > max_chars + 16:
+            return _capped(head, max_tokens=max_tokens, max_chars=max_chars)
+    return _capped(_one_line(text), max_tokens=max_tokens, max_chars=max_chars)
+
+
+def _one_line(text: str) -> str:
     cleaned = "".join(
-        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
+        for ch in clean_text(text)
     )
     cleaned = " ".join(cleaned.split()).translate(_TRANSLATE)
-    cleaned = _ROLE.sub(lambda m: f"{m.group(1)} -", cleaned)
+    return _ROLE.sub(lambda m: f"{m.group(1)} -", cleaned)
+
+
+def _capped(cleaned: str, *, max_tokens: int, max_chars: int) -> str:
     if len(cleaned) > max_chars:
         cleaned = cleaned[: max_chars - 1].rstrip() + "…"
     return truncate_tokens(cleaned, max_tokens)
 
 
-def _slot_lines(state: SessionState) -> list[str]:
+def inert_label(label: str) -> str:
+    """A label that did not come from the user (a catalog's, a tool's, any entity the
+    state carries) as it may enter the rewritten question: made inert and bounded
+    exactly as the block shows it (issue 11, finding 7: a tool result's label went into
+    the user message raw, newlines, ``## SYSTEM`` and chat-template tokens included).
+
+    The same focus label is rewritten turn after turn: a small bounded cache keeps the
+    last labels' inert forms (labels up to ``_CACHED_LABEL_CHARS``)."""
+    if len(label) > _CACHED_LABEL_CHARS:
+        return inert(label, max_tokens=LABEL_TOKENS)
+    return _inert_label(label)
+
+
+_CACHED_LABEL_CHARS = 1000
+
+
+@lru_cache(maxsize=256)
+def _inert_label(label: str) -> str:
+    return inert(label, max_tokens=LABEL_TOKENS)
+
+
+SALIENT_PREFIX = "Also in this conversation: "
+
+
+def _entity(f: Focus) -> str:
+    """``customer "Brightwater Farms" (C-1080)``: type, label and id, each made inert."""
+    return (
+        f"{inert(f.type, max_tokens=NAME_TOKENS)} "
+        f'"{inert_label(f.label)}" ({inert(f.id, max_tokens=ID_TOKENS)})'
+    )
+
+
+def _slot_lines(state: SessionState, salient: int) -> list[str]:
+    """The slot lines with the first ``salient`` other entities."""
     lines: list[str] = []
     f = state.focus
     if f is not None:
-        lines.append(
-            f"Currently discussing: {inert(f.type, max_tokens=NAME_TOKENS)} "
-            f'"{inert(f.label, max_tokens=LABEL_TOKENS)}" ({inert(f.id, max_tokens=ID_TOKENS)})'
-        )
+        lines.append(f"Currently discussing: {_entity(f)}")
+        if salient > 0:  # spec §10: one line, most recent first
+            lines.append(SALIENT_PREFIX + "; ".join(_entity(s) for s in state.salient[:salient]))
     if state.filters:
         parts = [
             f"{inert(k, max_tokens=NAME_TOKENS)}={inert(v.value, max_tokens=VALUE_TOKENS)}"
@@ -67,9 +123,24 @@ def _slot_lines(state: SessionState) -> list[str]:
     return lines
 
 
+def _fits(lines: list[str], budget: int) -> bool:
+    return count_tokens("\n".join([HEADER, *lines])) <= budget
+
+
+def _slots(state: SessionState) -> list[str]:
+    """Slot lines within ``SLOT_BUDGET``: the oldest other entity is given up first (§10),
+    then trailing filters, then whole lines."""
+    n = len(state.salient)
+    lines = _slot_lines(state, n)
+    while n > 0 and not _fits(lines, SLOT_BUDGET):
+        n -= 1
+        lines = _slot_lines(state, n)
+    return _fit(lines, SLOT_BUDGET)
+
+
 def _fit(lines: list[str], budget: int) -> list[str]:
     """Drop trailing filters (then whole lines) until the block fits ``budget`` tokens."""
-    while lines and count_tokens("\n".join([HEADER, *lines])) > budget:
+    while lines and not _fits(lines, budget):
         filt = next((i for i, ln in enumerate(lines) if ln.startswith("Filters in effect: ")), None)
         if filt is not None and ", " in lines[filt]:
             lines[filt] = lines[filt].rsplit(", ", 1)[0]
@@ -80,7 +151,7 @@ def _fit(lines: list[str], budget: int) -> list[str]:
 
 def render(state: SessionState) -> str:
     """The fenced session block (the seed's ``renderState``); ``""`` for an empty state."""
-    lines = _fit(_slot_lines(state), SLOT_BUDGET)
+    lines = _slots(state)
     questions = [inert(q, max_tokens=QUESTION_TOKENS) for q in state.recent_questions[-3:]]
     while questions:
         candidate = [*lines, "Earlier in this session: " + "; ".join(f'"{q}"' for q in questions)]

@@ -9,6 +9,14 @@ a rewrite that *substitutes* rather than appends ("Who's their rep?" → "Who's
 Brightwater Farms's rep?"; "And Pinecrest Clinics?" → the previous question with the
 new name and every filter in effect named). It decides nothing about the state: that
 is the policy's job (``convmem.policy``).
+
+In a domain that declares ``types`` (spec §10) references are typed: a declared pronoun,
+or "that/this/the" + a declared noun, resolves to the focus when the focus's type
+declares the word (or declares nothing), else to the most recent ``salient`` entity
+whose type does; every resolved reference is substituted ("Has she chased them about
+it?" → "Has Sam Lee chased Brightwater Farms about it?"), and a first reference to a
+salient entity is reported (``Resolution.refers_to_salient``) for the policy to make it
+the focus. Every label enters a rewrite through ``label_text``.
 """
 
 from __future__ import annotations
@@ -24,13 +32,19 @@ from datetime import date
 from typing import Protocol, runtime_checkable
 
 from convmem.catalog import Mention
-from convmem.domain import Domain, PeriodFilter, VocabFilter
+from convmem.domain import Domain, PeriodFilter, TypeWords, VocabFilter
 from convmem.periods import find_periods, is_period_value
-from convmem.state import FORMATS, Format, SessionState
+from convmem.render import ID_TOKENS, NAME_TOKENS, inert, inert_label
+from convmem.state import FORMATS, Focus, Format, SessionState
 from convmem.text import (
+    OBJECT_PRONOUNS,
     PERSONAL_PRONOUNS,
-    POSSESSIVE_PRONOUNS,
+    Token,
+    contraction_after,
     elliptical_opener,
+    is_possessive,
+    pronoun_family,
+    pronoun_view,
     reference_tokens,
     stopwords,
     tokenize,
@@ -39,7 +53,12 @@ from convmem.text import (
 #: Spec §9: request words that carry no topic in a filter- or format-only message,
 #: plus interjections and quantifiers that carry none either.
 TOPIC_FREE_WORDS = frozenset(
-    ["show", "list", "put", "give", "pull", "switch", "include", "restrict", "just", "only", "instead", "again", "please", "similar", "version", "answer", "breakdown", "summarize", "summarise", "everything", "anything", "ok", "okay", "fine", "hm", "hmm", "sure", "thanks", "thank", "yes", "yeah", "right", "well", "actually", "also", "still", "let", "us", "let's"]
+    ["show", "list", "put", "give", "pull", "switch", "include", "restrict", "just", "only", "instead", "again", "please", "similar", "version", "answer", "breakdown", "summarize", "summarise", "everything", "anything", "ok", "okay", "fine", "hm", "hmm", "sure", "thanks", "thank", "yes", "yeah", "right", "well", "actually", "also", "still", "let", "us", "let's",
+     # the same kind of word: how a filter-only request is phrased ("What if we look at
+     # Q2 instead?", "Try Q1.", "Now do EMEA.", "Narrow it to overdue.")
+     "look", "try", "see", "check", "repeat", "redo", "rerun", "run", "view", "display",
+     "narrow", "filter", "limit", "change", "make", "go", "use", "apply", "keep", "drop",
+     "remove", "add", "exclude", "zoom", "expand", "swap", "same", "too", "either"]
 )
 
 _GROUPING = re.compile(r"\b(?:by|per)\s+[^\W\d_]+", re.IGNORECASE)
@@ -65,6 +84,9 @@ class Resolution:
     cue_only: bool = False
     residual: str = ""
     core_rewrite: str = ""  # the rewrite without the appended filter note (kept for repeats)
+    #: Spec §10: the salient entity the question's first reference resolves to; the
+    #: policy makes it the focus. Always None in a domain without ``types``.
+    refers_to_salient: Focus | None = None
 
 
 @runtime_checkable
@@ -222,7 +244,7 @@ def _cue_only(text: str, cues: _Cues) -> bool:
 def _residual(text: str, taken: Sequence[tuple[int, int]]) -> str:
     out = list(text)
     for s, e in taken:
-        for i in range(s, e):
+        for i in range(max(s, 0), min(e, len(out))):
             out[i] = " "
     return " ".join("".join(out).split())
 
@@ -230,24 +252,184 @@ def _residual(text: str, taken: Sequence[tuple[int, int]]) -> str:
 # --------------------------------------------------------------------------- rewrite
 
 
-def _possessive(label: str) -> str:
-    return f"{label}'s"
+def label_text(label: str, *, possessive: bool = False) -> str:
+    """How an entity's label enters a rewrite: the one place every substitution goes
+    through (a pronoun, a typed reference, the "(about …)" note, a clarification's
+    chosen option in ``policy.answer_rewrite``). The label did not come from the user:
+    inert and bounded like the block's (``render.inert_label``)."""
+    text = inert_label(label)
+    return f"{text}'s" if possessive else text
 
 
 def _substitute_pronoun(text: str, label: str, skip: Sequence[tuple[int, int]]) -> str | None:
     """Replace the first personal pronoun outside ``skip`` by ``label`` (possessive kept)."""
-    toks = tokenize(text)
-    stops = stopwords()
+    toks = pronoun_view(tokenize(text))
     for i, tok in enumerate(toks):
         if tok.norm not in PERSONAL_PRONOUNS or _overlaps(tok.start, tok.end, skip):
             continue
-        possessive = tok.norm in POSSESSIVE_PRONOUNS
-        if tok.norm == "her":
-            nxt = toks[i + 1].norm if i + 1 < len(toks) else None
-            possessive = nxt is not None and nxt not in stops
-        repl = _possessive(label) if possessive else label
-        return text[: tok.start] + repl + text[tok.end:]
+        repl = label_text(label, possessive=is_possessive(toks, i))
+        cut, expansion = contraction_after(text, tok.end, word=tok.norm)
+        return text[: tok.start] + repl + expansion + text[tok.end + cut:]
     return None
+
+
+def carry_focus(rewritten: str, focus: Focus | None) -> str:
+    """The rewrite of a question that named nothing and kept ``focus`` (by any rule,
+    overlap included), naming the focus when it does not already: a follow-up the
+    model reads alone must still say what it is about ("What was the total?" →
+    "What was the total? (about Brightwater Farms)")."""
+    if focus is None or label_text(focus.label).lower() in rewritten.lower():
+        return rewritten
+    return f"{rewritten} (about {label_text(focus.label)})"
+
+
+# --------------------------------------------------------------------------- typed references
+
+#: Spec §10: a declared noun refers back only right after one of these.
+DETERMINERS = frozenset({"that", "this", "the"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Reference:
+    """A typed reference in the question (spec §10) and what it resolved to."""
+
+    start: int
+    end: int
+    word: str  # the pronoun, or the noun phrase without its determiner
+    noun: bool
+    possessive: bool
+    target: Focus | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _TypeIndex:
+    pronouns: frozenset[str]
+    nouns: tuple[tuple[str, ...], ...]  # longest first (§10: the longest match wins)
+    types: Mapping[str, TypeWords]
+
+
+_TYPE_INDEX: weakref.WeakKeyDictionary[Domain, _TypeIndex] = weakref.WeakKeyDictionary()
+
+
+def _type_index(domain: Domain) -> _TypeIndex:
+    cached = _TYPE_INDEX.get(domain)
+    if cached is not None:
+        return cached
+    types = {
+        t: TypeWords(tuple(p.lower() for p in w.pronouns),
+                     tuple(" ".join(t.norm for t in tokenize(n)) for n in w.nouns))
+        for t, w in domain.types.items()
+    }
+    nouns = {tuple(n.split()) for w in types.values() for n in w.nouns if n}
+    built = _TypeIndex(
+        frozenset(p for w in types.values() for p in w.pronouns),
+        tuple(sorted(nouns, key=len, reverse=True)),
+        types,
+    )
+    _TYPE_INDEX[domain] = built
+    return built
+
+
+def _find_references(text: str, index: _TypeIndex, taken: Sequence[tuple[int, int]]) -> list[_Reference]:
+    """Declared pronouns and "that/this/the" + declared noun, in text order, outside ``taken``."""
+    toks = pronoun_view(tokenize(text))
+    refs: list[_Reference] = []
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        if _overlaps(tok.start, tok.end, taken):
+            i += 1
+            continue
+        if tok.norm in DETERMINERS:
+            noun = _noun_at(toks, i + 1, index, taken)
+            if noun is not None:
+                last = toks[i + len(noun)]  # a possessive "'s" stays in the text after it
+                refs.append(_Reference(tok.start, last.end, " ".join(noun), True, False))
+                i += len(noun) + 1
+                continue
+        if tok.norm in index.pronouns:
+            refs.append(_Reference(tok.start, tok.end, tok.norm, False, is_possessive(toks, i)))
+        i += 1
+    return refs
+
+
+def _noun_at(
+    toks: Sequence[Token], i: int, index: _TypeIndex, taken: Sequence[tuple[int, int]]
+) -> tuple[str, ...] | None:
+    for noun in index.nouns:
+        span = toks[i:i + len(noun)]
+        if len(span) == len(noun) and tuple(t.norm for t in span) == noun and not _overlaps(
+            span[0].start, span[-1].end, taken
+        ):
+            return noun
+    return None
+
+
+def _declares(index: _TypeIndex, entity: Focus, ref: _Reference, *, is_focus: bool) -> bool:
+    """Spec §10: the focus takes a reference its type declares or when its type declares
+    nothing; a salient entity only one its type declares."""
+    words = index.types.get(entity.type)
+    if words is None or words.declares_nothing:
+        return is_focus
+    return words.declares(ref.word, noun=ref.noun)
+
+
+def _reference_key(ref: _Reference) -> tuple[str, str]:
+    """(family, role): one noun is its own family; a pronoun's family is its lemma
+    ("them" → they) and its role subject, object or possessive."""
+    if ref.noun:
+        return f"noun:{ref.word}", "subj"
+    role = "poss" if ref.possessive else ("obj" if ref.word in OBJECT_PRONOUNS else "subj")
+    return pronoun_family(ref.word), role
+
+
+def _resolve_references(
+    refs: Sequence[_Reference], state: SessionState, index: _TypeIndex
+) -> list[_Reference]:
+    """Spec §10: the focus if its type declares the word (or declares nothing), else the
+    most recent salient entity whose type does. Readings for several references in one
+    question: a reference does not take an entity another reference already took, except
+    that a repeated form takes what the first took ("they ... they") and a possessive takes
+    what the nearest earlier form of its pronoun took ("them ... their"); so subject and
+    object forms point at different entities ("he saw him"), as English would say
+    "himself" otherwise."""
+    candidates = [(f, i == 0) for i, f in enumerate((state.focus, *state.salient)) if f is not None]
+    claimed: dict[tuple[str, str], tuple[str, str]] = {}  # entity -> the key that took it
+    taken: dict[tuple[str, str], Focus | None] = {}  # key -> what it resolved to
+    last_of_family: dict[str, Focus] = {}
+    out: list[_Reference] = []
+    for ref in refs:
+        key = _reference_key(ref)
+        if key in taken:
+            target = taken[key]
+        elif key[1] == "poss" and key[0] in last_of_family:
+            target = last_of_family[key[0]]
+        else:
+            target = next(
+                (c for c, is_focus in candidates
+                 if claimed.get((c.type, c.id), key) == key
+                 and _declares(index, c, ref, is_focus=is_focus)),
+                None,
+            )
+            if target is not None:
+                claimed.setdefault((target.type, target.id), key)
+        taken[key] = target
+        if target is not None:
+            last_of_family[key[0]] = target
+        out.append(_Reference(ref.start, ref.end, ref.word, ref.noun, ref.possessive, target))
+    return out
+
+
+def _substitute_references(text: str, refs: Sequence[_Reference], named: set[tuple[str, str]]) -> str:
+    """Every resolved reference replaced by its entity's label, unless the question names it."""
+    for ref in sorted(refs, key=lambda r: r.start, reverse=True):
+        t = ref.target
+        if t is None or (t.type, t.id) in named:
+            continue
+        cut, expansion = contraction_after(text, ref.end, word=ref.word) if not ref.noun else (0, "")
+        text = (text[:ref.start] + label_text(t.label, possessive=ref.possessive) + expansion
+                + text[ref.end + cut:])
+    return text
 
 
 def _filter_note(filters: Mapping[str, str], text: str) -> str:
@@ -284,10 +466,23 @@ class RuleResolver:
         refs = [t for t in reference_tokens(question) if not _overlaps(t.start, t.end, cues.taken)]
         ellipsis = elliptical_opener(question)
         cue_only = not mentions and _cue_only(question, cues)
-        refers_back = bool(refs) or ellipsis is not None or cue_only
+        typed: list[_Reference] = []
+        if domain.types:
+            typed = _resolve_references(
+                _find_references(question, _type_index(domain), cues.taken), state,
+                _type_index(domain),
+            )
+        resolved = [r for r in typed if r.target is not None]
+        first = typed[0].target if typed else None
+        salient_ref = first if first is not None and first != state.focus else None
+        refers_back = bool(refs) or bool(resolved) or ellipsis is not None or cue_only
         in_effect = {k: v.value for k, v in state.filters.items() if k not in cues.clears}
         in_effect.update(cues.filters)
-        core = self._rewrite(question, state, domain, today, cues, ellipsis, cue_only)
+        if domain.types:
+            core = self._typed_rewrite(question, state, domain, today, cues, ellipsis, cue_only,
+                                       typed, salient_ref)
+        else:
+            core = self._rewrite(question, state, domain, today, cues, ellipsis, cue_only)
         return Resolution(
             question=question,
             rewritten=core + (_filter_note(in_effect, core) if ellipsis else ""),
@@ -299,7 +494,53 @@ class RuleResolver:
             cue_only=cue_only,
             residual=_residual(question, cues.taken),
             core_rewrite=core,
+            refers_to_salient=salient_ref,
         )
+
+    def _typed_rewrite(
+        self,
+        question: str,
+        state: SessionState,
+        domain: Domain,
+        today: date,
+        cues: _Cues,
+        ellipsis: tuple[str, str] | None,
+        cue_only: bool,
+        refs: Sequence[_Reference],
+        salient_ref: Focus | None,
+    ) -> str:
+        """Spec §10's rewrite: every resolved reference substituted; a reference nothing
+        declares stays as typed. An elliptical repeat is the previous question (§9)
+        unless the question points at a salient entity, which that question was not about."""
+        focus = salient_ref or state.focus
+        text: str | None = None
+        if ellipsis is not None and state.last_rewrite and salient_ref is None:
+            text = self._repeat(state.last_rewrite, question, state, domain, today, cues)
+        if text is None:
+            named = {(e.type, e.id) for m in cues.mentions for e in m.candidates}
+            text = _substitute_references(question, refs, named).strip()
+        return self._about(text, question, focus, cues, ellipsis, cue_only,
+                           any(r.target is not None for r in refs))
+
+    def _about(
+        self,
+        text: str,
+        question: str,
+        focus: Focus | None,
+        cues: _Cues,
+        ellipsis: tuple[str, str] | None,
+        cue_only: bool,
+        typed_refs: bool = False,
+    ) -> str:
+        """Name the focus when the question refers back to it without its label in the text."""
+        if (
+            focus is not None
+            and not cues.mentions
+            and (ellipsis is not None or cue_only or typed_refs or reference_tokens(question))
+            and label_text(focus.label).lower() not in text.lower()
+        ):
+            text = f"{text} (about {label_text(focus.label)})"
+        return text
 
     def _rewrite(
         self,
@@ -322,14 +563,7 @@ class RuleResolver:
             named_focus = any(focus.id in {e.id for e in m.candidates} for m in cues.mentions)
             if not named_focus:
                 text = _substitute_pronoun(text, focus.label, cues.cue_spans) or text
-        if (
-            focus is not None
-            and not cues.mentions
-            and (ellipsis is not None or cue_only or reference_tokens(question))
-            and focus.label.lower() not in text.lower()
-        ):
-            text = f"{text} (about {focus.label})"
-        return text
+        return self._about(text, question, focus, cues, ellipsis, cue_only)
 
     def _repeat(
         self,
@@ -396,8 +630,13 @@ RESOLUTION_SCHEMA: dict[str, object] = {
         "format": {"type": ["string", "null"], "enum": ["short", "detailed", "table", None]},
         "refers_back": {"type": "boolean",
                         "description": "true when the question refers to the current topic"},
+        "salient": {"type": ["string", "null"],
+                    "description": "id of the 'Also in this conversation' entity the question's "
+                                   "first reference (a pronoun, or 'that/this/the' + noun) points "
+                                   "at, or null"},
     },
-    "required": ["rewritten", "entities", "filters", "clear_filters", "format", "refers_back"],
+    "required": ["rewritten", "entities", "filters", "clear_filters", "format", "refers_back",
+                 "salient"],
     "additionalProperties": False,
 }
 
@@ -435,7 +674,14 @@ class StructuredResolver:
                 lines.append(f"- {key}: {', '.join(sorted(spec.values))}")
         lines.append("Formats: short, detailed, table (only when asked for).")
         if state.focus is not None:
-            lines.append(f"Current focus: {state.focus.type} {state.focus.label!r}")
+            lines.append(f"Current focus: {state.focus.type} {inert_label(state.focus.label)!r}")
+        if state.salient:  # spec §10; absent otherwise, so prompts without it are unchanged
+            lines.append("Also in this conversation: " + "; ".join(
+                f"{inert(s.type, max_tokens=NAME_TOKENS)} {inert_label(s.label)!r} "
+                f"(id {inert(s.id, max_tokens=ID_TOKENS)})" for s in state.salient))
+            lines.append("If the question's first reference (a pronoun, or 'that/this/the' + "
+                         "noun) points at one of those rather than the focus, set 'salient' to "
+                         "its id and rewrite the reference with its name; otherwise null.")
         if state.filters:
             lines.append("Filters in effect: " + ", ".join(f"{k}={v.value}" for k, v in state.filters.items()))
         if state.recent_questions:
@@ -496,8 +742,9 @@ class StructuredResolver:
         for name in _strings(data.get("entities"), "entities"):
             for m in find(name):
                 start = lowered.find(m.text.lower())
-                start = start if start >= 0 else 0
-                mentions.append(Mention(start, start + len(m.text), m.text, m.candidates, m.kind))
+                # a name the question does not contain (the model's own wording) spans nothing
+                end = start + len(m.text) if start >= 0 else 0
+                mentions.append(Mention(max(start, 0), end, m.text, m.candidates, m.kind))
         filters: dict[str, str] = {}
         raw_filters = data.get("filters") or {}
         if not isinstance(raw_filters, Mapping):
@@ -519,6 +766,14 @@ class StructuredResolver:
         refers_back = data.get("refers_back")
         if not isinstance(refers_back, bool):
             raise ValueError("'refers_back' must be a boolean")
+        salient_id = data.get("salient")  # missing = null: answers from before §10 stay valid
+        if salient_id is not None and not isinstance(salient_id, str):
+            raise ValueError("'salient' must be a string or null")
+        referred = None
+        if salient_id is not None and domain.salient_size:
+            referred = next((f for f in state.salient if f.id == salient_id), None)
+            if referred is None:
+                raise ValueError(f"salient {salient_id!r} is not an entity in 'Also in this conversation'")
         taken = [(m.start, m.end) for m in mentions]
         text = rewritten.strip()[:1000]
         return Resolution(
@@ -531,6 +786,7 @@ class StructuredResolver:
             refers_back=refers_back,
             residual=_residual(question, taken),
             core_rewrite=text,
+            refers_to_salient=referred,
         )
 
 

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from convmem.domain import Domain
 from convmem.errors import ConfigError, ConvMemError, TranscriptUnavailable, VersionConflict
+from convmem.identity import check_tenant, check_thread_id, clean_data, clean_text
 from convmem.policy import (
     Clarify,
     PolicyConfig,
@@ -62,7 +63,7 @@ from convmem.policy import (
     start_turn,
 )
 from convmem.render import render
-from convmem.resolve import Resolution, Resolver, RuleResolver
+from convmem.resolve import Resolution, Resolver, RuleResolver, carry_focus
 from convmem.state import (
     OpenTurn,
     Option,
@@ -109,6 +110,20 @@ class TurnContext:
     block: str
     state: SessionState
     message_id: str | None = None
+    answers_clarification: bool = False  # the user's message picked a clarification's option
+
+    def sent_question(self, rewrite: bool) -> str | None:
+        """The text to send the model in place of the user's message; ``None``: send it
+        as typed.
+
+        With ``rewrite`` the resolver's self-contained rewrite. Whatever ``rewrite``
+        says, a turn that answers a clarification sends the original question resolved
+        to the chosen entity (spec §3 step 1: "the turn continues with the original
+        question"): the user's reply ("The Toronto one.") holds no question at all.
+        """
+        if (rewrite or self.answers_clarification) and self.rewritten:
+            return self.rewritten
+        return None
 
 
 @dataclass(frozen=True)
@@ -153,7 +168,12 @@ class ModelCall:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "history_ids", tuple(self.history_ids))
-        object.__setattr__(self, "tool_schemas", tuple(self.tool_schemas))
+        object.__setattr__(self, "tool_schemas", tuple(clean_data(list(self.tool_schemas))))
+        object.__setattr__(self, "model_params", clean_data(self.model_params))
+        for name in ("system_prompt", "block", "sent_question", "model"):
+            text = getattr(self, name)
+            if text is not None:  # normalised like all text at the edge (spec §5)
+                object.__setattr__(self, name, _optional_text(text, f"ModelCall.{name}"))
         for name in ("tool_schemas", "model_params"):
             try:
                 json.dumps(getattr(self, name), allow_nan=False)
@@ -286,8 +306,6 @@ class SessionMemory:
     ) -> None:
         if not isinstance(domain, Domain):
             raise ConfigError(f"SessionMemory: domain must be a convmem.Domain, got {type(domain).__name__}")
-        if not isinstance(tenant, str) or not tenant:
-            raise ConfigError("SessionMemory: tenant must be a non-empty string")
         if on_transcript_error not in ("raise", "degrade"):
             raise ConfigError(
                 f"SessionMemory: on_transcript_error must be 'raise' or 'degrade', "
@@ -308,13 +326,43 @@ class SessionMemory:
         self.resolver: Resolver = resolver if resolver is not None else RuleResolver()
         self.config = config if config is not None else PolicyConfig()
         self.clock = clock
-        self.tenant = tenant
+        self.tenant = tenant  # checked by the property (convmem.identity)
         self.stats = SessionStats()
         # (tenant, thread id) -> transcript thread id / the turn between its commit points.
         # Keyed by tenant too: per-tenant shallow copies (adapters) share these dicts.
         self._threads: dict[tuple[str, str], str] = {}
         self._open: dict[tuple[str, str], _OpenRecord] = {}
+        # tenant -> this memory's view for it (shared by every view: see ``for_tenant``)
+        self._tenants: dict[str, SessionMemory] = {tenant: self}
         _load_package_data(domain)
+
+    def for_tenant(self, tenant: str) -> SessionMemory:
+        """This memory for ``tenant``: the same store, transcript, domain, resolver,
+        policy and ``stats``, with every thread id read in ``tenant``'s namespace.
+
+        One view per tenant, made on first use and reused. Adapters that take a
+        tenant per call (LangChain's ``configurable["tenant_id"]``) use it, and so does
+        the application to read what they wrote: ``memory.for_tenant("acme")
+        .get_state("thread-42")`` (``docs/tenancy.md``).
+        """
+        check_tenant(tenant)
+        found = self._tenants.get(tenant)
+        if found is not None:
+            return found
+        view = copy.copy(self)
+        view.tenant = tenant
+        # setdefault is atomic under the GIL: two racing callers share one view.
+        return self._tenants.setdefault(tenant, view)
+
+    @property
+    def tenant(self) -> str:
+        """Whose threads these are; every read and write is scoped to it."""
+        return self._tenant
+
+    @tenant.setter
+    def tenant(self, value: str) -> None:
+        # The shared identifier rule, also for a per-tenant copy an adapter derives.
+        self._tenant = check_tenant(value)
 
     # ------------------------------------------------------------------ public API (sync)
 
@@ -399,13 +447,17 @@ class SessionMemory:
     ) -> Clarification | None:
         """Apply the domain's tool rule to one tool call; a candidate list asks which one.
 
-        With a transcript the call and its result join the turn's commit point 2
-        (``call_id`` links them; one is made up when the framework has none).
+        ``result`` follows the tool-result contract (``convmem.tools``): a
+        ``ToolResult``, the envelope ``{"ok": ..., "data": ...}``, a bare record or a
+        list of records (or JSON text of them). A failure never sets focus or filters.
+        Framework objects go through the adapters' ``tool_result`` first. With a
+        transcript the call and its result join the turn's commit point 2 (``call_id``
+        links them; one is made up when the framework has none).
         """
         self._check(thread_id)
-        outcome = ToolResult.from_any(result)
-        self._note_tool(thread_id, call_id, name, dict(args or {}), result, outcome)
-        flow = self._tool_flow(thread_id, name, dict(args or {}), outcome)
+        name, arguments, outcome = _tool_input(name, args, result)
+        self._note_tool(thread_id, call_id, name, arguments, outcome)
+        flow = self._tool_flow(thread_id, name, arguments, outcome)
         return self._drive(thread_id, flow)
 
     def end_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
@@ -434,6 +486,7 @@ class SessionMemory:
         needs the session state driven (``ConvMemChatMessageHistory``'s session view)."""
         view = copy.copy(self)
         view.transcript = None
+        view._tenants = {view.tenant: view}  # its tenant views record nothing either
         return view
 
     def transcript_thread_id(self, thread_id: str) -> str:
@@ -460,6 +513,7 @@ class SessionMemory:
         """Redact a recorded message (``TranscriptStore.redact``) and take the question
         out of the live state: ``recent_questions``, ``last_rewrite``, the open turn."""
         self._check(thread_id)
+        actor, reason, replacement = clean_text(actor), clean_text(reason), clean_text(replacement)
         flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
         return self._drive(thread_id, flow)
 
@@ -519,9 +573,9 @@ class SessionMemory:
         call_id: str | None = None,
     ) -> Clarification | None:
         self._check(thread_id)
-        outcome = ToolResult.from_any(result)
-        self._note_tool(thread_id, call_id, name, dict(args or {}), result, outcome)
-        flow = self._tool_flow(thread_id, name, dict(args or {}), outcome)
+        name, arguments, outcome = _tool_input(name, args, result)
+        self._note_tool(thread_id, call_id, name, arguments, outcome)
+        flow = self._tool_flow(thread_id, name, arguments, outcome)
         return await self._adrive(thread_id, flow)
 
     async def aend_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
@@ -558,6 +612,7 @@ class SessionMemory:
         replacement: str = "[redacted]",
     ) -> RedactionReceipt:
         self._check(thread_id)
+        actor, reason, replacement = clean_text(actor), clean_text(reason), clean_text(replacement)
         flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
         return await self._adrive(thread_id, flow)
 
@@ -676,18 +731,20 @@ class SessionMemory:
                 resolution = yield _Resolve(asked, base, today)
                 resolved[key] = (asked, resolution)
             resolution = resolved[key][1]
-            outcome = apply_resolution(base, resolution, self.config, confirmed=chosen)
+            outcome = apply_resolution(base, resolution, self.config, confirmed=chosen,
+                                       salient_size=self.domain.salient_size)
             if isinstance(outcome, Clarify):
                 new = outcome.state.evolve(
                     pending=outcome.pending,
                     open_turn=OpenTurn(question, "", message_id, base, True, asked),
                 )
             else:
-                rewritten = (
-                    answer_rewrite(resolution, pending, chosen)
-                    if pending is not None and chosen is not None
-                    else resolution.rewritten
-                )
+                if pending is not None and chosen is not None:
+                    rewritten = answer_rewrite(resolution, pending, chosen)
+                elif resolution.mentions:
+                    rewritten = resolution.rewritten
+                else:  # named nothing: the kept focus is named in the rewrite
+                    rewritten = carry_focus(resolution.rewritten, outcome.state.focus)
                 new = outcome.state.evolve(
                     last_rewrite=rewritten if chosen is not None else outcome.state.last_rewrite,
                     open_turn=OpenTurn(question, rewritten, message_id, base, False, asked),
@@ -724,6 +781,9 @@ class SessionMemory:
             block=block_for(state),
             state=state,
             message_id=ot.message_id,
+            # spec §3 step 1: on an answer turn the question processed is the original one
+            answers_clarification=bool(ot.resolved_question)
+            and ot.resolved_question != ot.question,
         )
 
     def _clarification(
@@ -775,6 +835,8 @@ class SessionMemory:
     ) -> _Flow[Clarification | TurnContext]:
         if call is not None and not isinstance(call, ModelCall):
             raise ConfigError(f"model_call must be a convmem.ModelCall, got {type(call).__name__}")
+        question = clean_text(question)
+        full_text = _optional_text(full_text, "full_text")
         restore = None if edit is None else edit.restore
         binding = None if self.transcript is None else (yield from self._bind_flow(thread_id))
         started = yield from self._begin_flow(thread_id, question, message_id, today, restore)
@@ -851,6 +913,8 @@ class SessionMemory:
                 "regenerate records a new answer: this SessionMemory has no transcript "
                 "(pass transcript=TranscriptStore(...))"
             )
+        if isinstance(answer, str):
+            answer = clean_text(answer)
         return (yield from self._on_thread(thread_id, "regenerate", answer_id, answer))  # type: ignore[no-any-return]
 
     def _model_input_flow(self, thread_id: str, call: ModelCall) -> _Flow[TurnRecord | None]:
@@ -869,6 +933,7 @@ class SessionMemory:
         return (yield from self._commit_input(thread_id, record, call))
 
     def _finish_flow(self, thread_id: str, answer: str | None) -> _Flow[SessionState]:
+        answer = _optional_text(answer, "answer")
         record: _OpenRecord | None = None
         if self.transcript is not None:
             record = yield from self._open_record(thread_id)
@@ -1040,14 +1105,7 @@ class SessionMemory:
     def _user_message(self, record: _OpenRecord, sent_question: str | None) -> NewMessage:
         from convmem.transcript import NewMessage
 
-        ours: dict[str, Any] = {}
-        if record.message_id is not None:
-            ours["message_id"] = record.message_id
-        ot = record.state.open_turn
-        if ot is not None and ot.rewritten and ot.rewritten != record.text:
-            ours["rewritten"] = ot.rewritten  # the resolver's reading (redaction reaches it)
-        if sent_question and sent_question != record.text:
-            ours["sent_as"] = sent_question
+        ours = question_provenance(record.text, record.state, record.message_id, sent_question)
         extra = {"convmem": ours} if ours else None
         return NewMessage(role="user", content=record.text, extra=extra)
 
@@ -1057,7 +1115,6 @@ class SessionMemory:
         call_id: str | None,
         name: str,
         args: Mapping[str, Any],
-        result: Any,
         outcome: ToolResult,
     ) -> None:
         """Keep a tool call and its result for commit point 2 (in-process, no I/O)."""
@@ -1067,14 +1124,14 @@ class SessionMemory:
         from convmem.transcript import NewMessage, ToolCallPart, ToolResultPart
 
         cid = call_id or f"call_{uuid.uuid4().hex[:16]}"
-        arguments = json.loads(json.dumps(dict(args), default=str))
+        arguments = clean_data(json.loads(json.dumps(dict(args), default=str)))
         record.tools.append(
             NewMessage(role="assistant", content=[ToolCallPart(cid, name, arguments)])
         )
         record.tools.append(
             NewMessage(
                 role="tool",
-                content=[ToolResultPart(cid, _tool_text(result, outcome), not outcome.ok)],
+                content=[ToolResultPart(cid, clean_text(outcome.record_text()), not outcome.ok)],
             )
         )
 
@@ -1131,8 +1188,7 @@ class SessionMemory:
         return date.today()
 
     def _check(self, thread_id: str, question: str | None = None) -> None:
-        if not isinstance(thread_id, str) or not thread_id.strip():
-            raise ConfigError(f"thread_id must be a non-empty string, got {thread_id!r}")
+        check_thread_id(thread_id)
         if question is not None:
             if not isinstance(question, str):
                 raise ConfigError(f"question must be a string, got {type(question).__name__}")
@@ -1164,20 +1220,47 @@ _RETRY_ON_NEW_THREAD = frozenset(
 )
 
 
-def _tool_text(result: Any, outcome: ToolResult) -> str:
-    """A tool result as the record's text: the framework message's content, else JSON."""
-    content = getattr(result, "content", None)
-    if isinstance(content, str):
-        return content
-    if isinstance(result, str):
-        return result
-    if isinstance(result, ToolResult):
-        return json.dumps({"ok": result.ok, "data": result.data}, default=str)
-    if isinstance(content, (list, dict)):
-        return json.dumps(content, default=str)
-    if isinstance(result, (Mapping, list)):
-        return json.dumps(result, default=str)
-    return json.dumps({"ok": outcome.ok, "data": outcome.data}, default=str)
+def _optional_text(text: str | None, field: str) -> str | None:
+    """Free text from the caller, normalised (``convmem.identity.clean_text``)."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ConfigError(f"{field} must be a string, got {type(text).__name__}")
+    return clean_text(text)
+
+
+def _tool_input(
+    name: str, args: Mapping[str, Any] | None, result: Any
+) -> tuple[str, dict[str, Any], ToolResult]:
+    """A tool call as the state and the record take it: name, arguments and the result's
+    data normalised like all text at the edge (NUL, lone surrogates: spec §5)."""
+    if not isinstance(name, str):
+        raise ConfigError(f"record_tool: name must be a string, got {type(name).__name__}")
+    outcome = ToolResult.parse(result)  # the contract: docs/tool-results.md
+    data = clean_data(outcome.data)
+    if data is not outcome.data:
+        outcome = ToolResult(outcome.ok, data, outcome.text)
+    return clean_text(name), clean_data(dict(args or {})), outcome
+
+
+def question_provenance(
+    text: str, state: SessionState, message_id: str | None, sent_question: str | None
+) -> dict[str, Any]:
+    """What a recorded user message keeps under ``extra["convmem"]``: the message id the
+    state knows it by, the resolver's reading of it and the text sent in its place.
+
+    Redaction and ``edit_turn`` find a question's other forms here (``_question_texts``),
+    so every writer of a user message uses this (the façade's commit points, the
+    LlamaIndex chat store's session view)."""
+    ours: dict[str, Any] = {}
+    if message_id is not None:
+        ours["message_id"] = message_id
+    ot = state.open_turn
+    if ot is not None and ot.rewritten and ot.rewritten != text:
+        ours["rewritten"] = ot.rewritten  # the resolver's reading (redaction reaches it)
+    if sent_question and sent_question != text:
+        ours["sent_as"] = sent_question
+    return ours
 
 
 def _forms_of(text: str, extra: Mapping[str, Any]) -> set[str]:

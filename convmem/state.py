@@ -3,12 +3,15 @@
 Immutable records (spec §2). Every change makes a new ``SessionState``; the policy
 is written as functions from one state to the next. ``encode_state`` /
 ``decode_state`` are the one codec every store uses; the JSON carries its format
-version (``"v"``) so a value written by an older release still loads.
+version (``"v"``) so a value written by an older release still loads: format 1 (before
+``salient``, spec §10) loads with no salient entities, and is written back as format 2.
 
-The encoding is compact UTF-8 JSON that always starts ``{"v":1,"version":<n>,``, so
+The encoding is compact UTF-8 JSON that always starts ``{"v":2,"version":<n>,``, so
 a store's compare-and-set can read the stored version (``stored_version``; the Redis
-stores do the same in Lua) without decoding the whole value on every save. Any other
-serialisation of the same JSON object is still a valid value, only read more slowly.
+stores do the same in Lua) without decoding the whole value on every save. A value of
+any readable format (``READABLE_FORMATS``) starts the same way, so a format-1 value an
+older release left behind is compared on its version too. Any other serialisation of
+the same JSON object is still a valid value, only read more slowly.
 """
 
 from __future__ import annotations
@@ -21,19 +24,29 @@ from typing import Any, Literal
 import orjson
 
 from convmem.errors import CorruptState
+from convmem.identity import clean_data
 
 FocusSource = Literal["user", "tool", "confirmed"]
 Format = Literal["short", "detailed", "table"]
 FORMATS: tuple[Format, ...] = ("short", "detailed", "table")
 ClarificationOrigin = Literal["name", "tool"]
 
-#: Version of the JSON layout written by ``encode_state``.
-STATE_FORMAT_VERSION = 1
+#: Version of the JSON layout written by ``encode_state`` (2: ``salient``, spec §10).
+STATE_FORMAT_VERSION = 2
+#: Layouts ``decode_state`` reads and compare-and-set compares: 1 is format 2 without
+#: ``salient``. A value of any other format counts as "not ours" (version 0).
+READABLE_FORMATS: tuple[int, ...] = (1, 2)
 #: A stored value larger than this is treated as corrupt (it cannot be ours).
 MAX_STATE_BYTES = 64 * 1024
 #: How every encoded value starts; the decimal ``version`` follows, then ``,`` or ``}``.
 STATE_HEAD = b'{"v":%d,"version":' % STATE_FORMAT_VERSION
-_HEAD_VERSION = re.compile(re.escape(STATE_HEAD) + rb"([0-9]+)[,}]")
+#: The head of a value of any readable format (a one-digit ``v``; the Lua twin matches
+#: the same with a character class).
+_HEAD_VERSION = re.compile(
+    rb'\{"v":[' + b"".join(b"%d" % v for v in READABLE_FORMATS) + rb'],"version":([0-9]+)[,}]'
+)
+#: At most this many salient entities are kept (spec §10).
+MAX_SALIENT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +67,10 @@ class FilterValue:
     set_at_turn: int
 
 
+#: Distinguishing attrs an option's description shows (spec §4: enough to tell apart).
+SHOWN_ATTRS = 2
+
+
 @dataclass(frozen=True, slots=True)
 class Option:
     """One answer to a clarifying question, with what tells it apart."""
@@ -64,10 +81,12 @@ class Option:
     attrs: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
-        """``Northline Foods — Toronto, acct 40112``: label plus distinguishing attrs."""
+        """``Northline Foods — Toronto, acct 40112``: label plus the first
+        ``SHOWN_ATTRS`` distinguishing attrs (the others still match an answer)."""
         if not self.attrs:
             return f"{self.label} ({self.id})" if self.label != self.id else self.label
-        details = ", ".join(_short_attr(k, v) for k, v in self.attrs.items())
+        shown = list(self.attrs.items())[:SHOWN_ATTRS]
+        details = ", ".join(_short_attr(k, v) for k, v in shown)
         return f"{self.label} — {details}"
 
 
@@ -116,6 +135,9 @@ class SessionState:
     version: int = 0
     last_rewrite: str | None = None
     open_turn: OpenTurn | None = None
+    #: Spec §10: up to two other entities, most recent first, each the last focus of a
+    #: type other than the focus's; empty whenever ``focus`` is None.
+    salient: tuple[Focus, ...] = ()
 
     def filter_values(self) -> dict[str, str]:
         """``{key: normalised value}`` of the filters in effect."""
@@ -166,6 +188,7 @@ def state_to_dict(state: SessionState) -> dict[str, Any]:
         "pending": _pending_to_dict(state.pending),
         "last_rewrite": state.last_rewrite,
         "open_turn": None,
+        "salient": [_focus_to_dict(f) for f in state.salient],
     }
     if state.open_turn is not None:
         ot = state.open_turn
@@ -184,7 +207,7 @@ def state_from_dict(data: Mapping[str, Any]) -> SessionState:
     """Inverse of ``state_to_dict``; raises ``CorruptState`` on anything else."""
     try:
         version = data.get("v")
-        if version != STATE_FORMAT_VERSION:
+        if isinstance(version, bool) or version not in READABLE_FORMATS:
             raise CorruptState(f"unknown session-state format version {version!r}")
         fmt = data.get("format")
         if fmt is not None and fmt not in FORMATS:
@@ -213,6 +236,7 @@ def state_from_dict(data: Mapping[str, Any]) -> SessionState:
             version=int(data.get("version", 0)),
             last_rewrite=None if data.get("last_rewrite") is None else str(data["last_rewrite"]),
             open_turn=open_turn,
+            salient=_salient_from_list(data.get("salient") if version >= 2 else None),
         )
     except CorruptState:
         raise
@@ -221,8 +245,18 @@ def state_from_dict(data: Mapping[str, Any]) -> SessionState:
 
 
 def encode_state(state: SessionState) -> bytes:
-    """Compact UTF-8 JSON starting with ``STATE_HEAD``: the bytes every store keeps."""
-    return orjson.dumps(state_to_dict(state))
+    """Compact UTF-8 JSON starting with ``STATE_HEAD``: the bytes every store keeps.
+
+    A lone surrogate cannot be UTF-8 (orjson refuses it): text the façade did not see
+    (a catalog label, a custom resolver's rewrite) is then normalised like all text at
+    the edge (``convmem.identity.clean_data``), so a state always encodes. Any other
+    text, NUL included, round-trips unchanged.
+    """
+    data = state_to_dict(state)
+    try:
+        return orjson.dumps(data)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(clean_data(data))
 
 
 def decode_state(raw: bytes | str) -> SessionState:
@@ -261,7 +295,8 @@ def stored_version(raw: bytes | None) -> int:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return 0
-    if not isinstance(data, dict) or data.get("v") != STATE_FORMAT_VERSION:
+    fmt = data.get("v") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or isinstance(fmt, bool) or fmt not in READABLE_FORMATS:
         return 0
     version = data.get("version")
     if isinstance(version, bool) or not isinstance(version, int | float) or version < 0:
@@ -282,6 +317,22 @@ def _focus_from_dict(data: Any) -> Focus | None:
     if source not in ("user", "tool", "confirmed"):
         raise CorruptState(f"unknown focus source {source!r}")
     return Focus(str(data["type"]), str(data["id"]), str(data["label"]), source)
+
+
+def _salient_from_list(data: Any) -> tuple[Focus, ...]:
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise CorruptState("salient is not a list")
+    if len(data) > MAX_SALIENT:
+        raise CorruptState(f"salient holds {len(data)} entities, over the {MAX_SALIENT} limit")
+    out: list[Focus] = []
+    for item in data:
+        focus = _focus_from_dict(item)
+        if focus is None:
+            raise CorruptState("salient holds a null entity")
+        out.append(focus)
+    return tuple(out)
 
 
 def _option_to_dict(option: Option) -> dict[str, Any]:

@@ -127,6 +127,42 @@ PERSONAL_PRONOUNS = frozenset(
     ["it", "its", "they", "them", "their", "theirs", "he", "him", "his", "she", "her", "hers"]
 )
 POSSESSIVE_PRONOUNS = frozenset({"its", "their", "theirs", "his", "hers"})
+#: Object forms (a possessive "her" is told apart by ``is_possessive``).
+OBJECT_PRONOUNS = frozenset({"him", "her", "them"})
+#: Forms of one pronoun (spec §10's readings for several references in one question).
+_FAMILIES = {
+    "they": ("they", "them", "their", "theirs", "themselves"),
+    "it": ("it", "its", "itself"),
+    "he": ("he", "him", "his", "himself"),
+    "she": ("she", "her", "hers", "herself"),
+}
+_FAMILY_OF = {form: head for head, forms in _FAMILIES.items() for form in forms}
+
+
+def pronoun_family(word: str) -> str:
+    """The family a pronoun belongs to (``"them"`` → ``"they"``); any other word is its own."""
+    return _FAMILY_OF.get(word, word)
+
+
+#: Words that follow an object "her" but never a possessive one ("see her every month",
+#: "call her back", "give her everything"): quantifiers, adverbs of time and manner.
+_NOT_AFTER_POSSESSIVE = frozenset({
+    "every", "each", "again", "back", "today", "tomorrow", "yesterday", "tonight", "now",
+    "later", "soon", "yet", "already", "still", "too", "also", "ever", "please", "directly",
+    "personally", "right", "anymore", "regularly", "often", "weekly", "monthly", "daily",
+    "last", "next", "first", "something", "anything", "everything", "nothing", "either",
+    "instead", "quickly", "asap", "sometime", "everyday",
+})
+
+
+def is_possessive(tokens: Sequence[Token], i: int) -> bool:
+    """Is the pronoun at ``tokens[i]`` possessive? "her" is when a word follows that could
+    be what she owns: not a stopword, and not a quantifier or adverb."""
+    word = tokens[i].norm
+    if word == "her":
+        nxt = tokens[i + 1].norm if i + 1 < len(tokens) else None
+        return nxt is not None and nxt not in stopwords() and nxt not in _NOT_AFTER_POSSESSIVE
+    return word in POSSESSIVE_PRONOUNS
 
 _ELLIPSIS = re.compile(
     r"^\s*(?:(?:ok(?:ay)?|hmm+|so|right|well|fine|great|thanks|cool|also|now|then)\b[\s,.!—–-]*)*"
@@ -150,9 +186,43 @@ def elliptical_opener(text: str) -> tuple[str, str] | None:
     return m.group("opener").lower(), text[m.end():].strip()
 
 
+_CONTRACTIONS = {"re": "are", "ve": "have", "ll": "will", "d": "would"}
+_CONTRACTION = re.compile(r"['’](re|ve|ll|d)\b", re.IGNORECASE)
+
+
+def pronoun_view(tokens: Sequence[Token]) -> list[Token]:
+    """``tokens`` with a contracted pronoun cut to the pronoun ("they're" → they, its span
+    the four letters): a §9 pronoun still refers back when contracted."""
+    out: list[Token] = []
+    for t in tokens:
+        head, sep, tail = t.norm.partition("'")
+        if sep and tail in _CONTRACTIONS and head in PRONOUNS:
+            out.append(Token(head, t.start, t.start + len(head)))
+        else:
+            out.append(t)
+    return out
+
+
+_IS_OR_HAS = re.compile(r"['’]s(?=\s+(been|got|gone|had)\b)?\b", re.IGNORECASE)
+
+
+def contraction_after(text: str, end: int, *, word: str = "") -> tuple[int, str]:
+    """``(length, expansion)`` of the contraction right after a pronoun ending at ``end``
+    ("'re" → " are"; "'s" after it/he/she → " is", or " has" before "been"), so a
+    substituted label reads "Brightwater Farms are"; ``(0, "")`` when there is none."""
+    m = _CONTRACTION.match(text, end)
+    if m:
+        return len(m.group(0)), " " + _CONTRACTIONS[m.group(1).lower()]
+    if word in ("it", "he", "she"):
+        s = _IS_OR_HAS.match(text, end)
+        if s:
+            return 2, " has" if s.group(1) else " is"
+    return 0, ""
+
+
 def reference_tokens(text: str) -> list[Token]:
     """Tokens that refer back: §9 pronouns and one-anaphora ("the Toronto one", "ones")."""
-    toks = tokenize(text)
+    toks = pronoun_view(tokenize(text))
     stops = stopwords()
     out: list[Token] = []
     for i, tok in enumerate(toks):

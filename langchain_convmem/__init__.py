@@ -1,15 +1,51 @@
 """LangChain adapters for convmem: the agent middleware (the main surface), a Runnable
 wrapper for chains that used ``RunnableWithMessageHistory``, and a chat-message history
-backed by the durable transcript."""
+backed by the durable transcript; ``tool_result`` reads a ``ToolMessage`` under the
+tool-result contract, and ``langchain_convmem.testing`` has a scripted chat model.
 
-from langchain_convmem.history import ConvMemChatMessageHistory
-from langchain_convmem.middleware import SessionMemoryMiddleware
-from langchain_convmem.resolver import LLMResolver
-from langchain_convmem.runnable import RunnableWithSessionMemory
+Each name is imported on first use (PEP 562): the middleware does not load the SQL
+stack, the history does not load langgraph, and ``import langchain_convmem`` loads
+neither.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langchain_convmem.history import ConvMemChatMessageHistory
+    from langchain_convmem.middleware import SessionMemoryMiddleware
+    from langchain_convmem.resolver import LLMResolver
+    from langchain_convmem.runnable import RunnableWithSessionMemory
+    from langchain_convmem.tool_results import tool_result
+
+#: Where each public name lives.
+_HOME: dict[str, str] = {
+    "ConvMemChatMessageHistory": "langchain_convmem.history",
+    "LLMResolver": "langchain_convmem.resolver",
+    "RunnableWithSessionMemory": "langchain_convmem.runnable",
+    "SessionMemoryMiddleware": "langchain_convmem.middleware",
+    "tool_result": "langchain_convmem.tool_results",
+}
 
 __all__ = [
     "ConvMemChatMessageHistory",
     "LLMResolver",
     "RunnableWithSessionMemory",
     "SessionMemoryMiddleware",
+    "tool_result",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,9 +2,9 @@
 
 Three things both adapters need and neither should own twice: where the thread and
 the tenant come from in a LangChain ``RunnableConfig`` (and the ``ConfigError`` when
-the thread id is missing), one ``SessionMemory`` per tenant derived from the one the
-application gave us (a shallow copy that shares the store, domain, resolver and
-policy config, so a per-call ``tenant_id`` never crosses tenants), reading a user
+the thread id is missing), the tenant's view of the ``SessionMemory`` the application
+gave us (``SessionMemory.for_tenant``: the same store, domain, resolver and policy, so
+a per-call ``tenant_id`` never crosses tenants; ``docs/tenancy.md``), reading a user
 question or an answer out of LangChain messages, and translating what a chat model
 is about to receive into the core's ``ModelCall`` for the record. No session policy
 lives here.
@@ -12,7 +12,6 @@ lives here.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
@@ -21,13 +20,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from convmem.errors import ConfigError
+from convmem.identity import check_tenant
 from convmem.session import MAX_QUESTION_CHARS, SessionMemory
 
 M = TypeVar("M", bound=BaseMessage)
 
 
 class TenantMemories:
-    """``SessionMemory`` per tenant, all derived from one and sharing its store."""
+    """The application's ``SessionMemory`` and its per-tenant views (``for_tenant``)."""
 
     def __init__(self, memory: SessionMemory) -> None:
         if not isinstance(memory, SessionMemory):
@@ -35,17 +35,10 @@ class TenantMemories:
                 f"expected a convmem.SessionMemory, got {type(memory).__name__}"
             )
         self.base = memory
-        self._by_tenant: dict[str, SessionMemory] = {memory.tenant: memory}
 
     def get(self, tenant: str) -> SessionMemory:
-        """The memory for ``tenant``; derived once, then reused."""
-        found = self._by_tenant.get(tenant)
-        if found is not None:
-            return found
-        derived = copy.copy(self.base)
-        derived.tenant = tenant
-        # setdefault is atomic under the GIL: two racing callers share one instance.
-        return self._by_tenant.setdefault(tenant, derived)
+        """The memory for ``tenant`` (``SessionMemory.for_tenant``: one view, reused)."""
+        return self.base.for_tenant(tenant)
 
 
 def scope(
@@ -54,7 +47,9 @@ def scope(
     """The tenant's memory and the thread id named by ``configurable[id_key]``.
 
     The tenant comes from ``configurable["tenant_id"]``; without it, the tenant of the
-    memory the application passed in (``"default"`` unless it set one).
+    memory the application passed in (``"default"`` unless it set one). What a call
+    with ``tenant_id`` wrote is read through ``memory.for_tenant(tenant_id)``
+    (``docs/tenancy.md``).
     """
     configurable = (config or {}).get("configurable") or {}
     thread = configurable.get(id_key)
@@ -64,11 +59,7 @@ def scope(
             f'config={{"configurable": {{"{id_key}": "<id>"}}}} to invoke/stream'
         )
     tenant = configurable.get("tenant_id", memories.base.tenant)
-    if not isinstance(tenant, str) or not tenant:
-        raise ConfigError(
-            f'{who}: config["configurable"]["tenant_id"] must be a non-empty string, '
-            f"got {tenant!r}"
-        )
+    check_tenant(tenant, f'{who}: config["configurable"]["tenant_id"]')
     return memories.get(tenant), str(thread)
 
 

@@ -54,6 +54,7 @@ from convmem.session import SessionMemory
 from convmem.transcript import DeletionReceipt, Message, TranscriptStore
 from langchain_convmem._common import TenantMemories, question_text
 from langchain_convmem._records import attachment_digests, from_record, to_record
+from langchain_convmem.tool_results import tool_result
 
 View = Literal["record", "session"]
 VIEWS: tuple[str, ...] = ("record", "session")
@@ -285,7 +286,8 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
                     yield _Call(self.memory, "end_turn", (self.key,), answer)
             elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
                 name, args = calls[message.tool_call_id]
-                yield _Call(self.memory, "record_tool", (self.key, name, args, message))
+                outcome = tool_result(message)
+                yield _Call(self.memory, "record_tool", (self.key, name, args, outcome))
 
     def _reset_session(self) -> _Flow[None]:
         """``clear()`` in the session view and ``delete_thread()``: the state starts over."""

@@ -3,7 +3,8 @@
 The agent keeps checkpointing every message as before; this middleware only changes
 what the *model* is sent, through ``request.override``: the system prompt with the
 rendered session block appended, then the current turn (the user's question, the
-rewrite when ``rewrite=True``, and this turn's AI tool calls and tool results). The
+rewrite when ``rewrite=True`` (the default) or the turn answers a clarification
+(``TurnContext.sent_question``), and this turn's AI tool calls and tool results). The
 hooks map onto the façade's turn: ``before_model`` calls ``begin_turn`` on every step
 of the tool loop (idempotent per user message, keyed by the message id) and, when the
 turn is a clarification, answers with the clarifying ``AIMessage`` and ``jump_to:
@@ -11,7 +12,8 @@ turn is a clarification, answers with the clarifying ``AIMessage`` and ``jump_to
 ``record_tool`` (a tool returning several candidates turns the turn into a
 clarification, which the next ``before_model`` returns, again without a model call);
 ``after_agent`` calls ``end_turn`` with the final answer. Thread and tenant come from
-``config["configurable"]`` (``thread_id``, ``tenant_id``).
+``config["configurable"]`` (``thread_id``, ``tenant_id``; ``docs/tenancy.md``). Tool
+results are read by ``langchain_convmem.tool_results`` (``docs/tool-results.md``).
 
 With a transcript on the ``SessionMemory``, ``wrap_model_call`` records what the model
 is about to receive (system prompt, block, the question as sent, tool schemas, model
@@ -54,6 +56,7 @@ from langchain_convmem._common import (
     with_block,
     with_text,
 )
+from langchain_convmem.tool_results import command_results
 
 _ModelResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 
@@ -61,12 +64,15 @@ _ModelResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Give the model system prompt + session block + current turn; keep the checkpoint whole.
 
-    ``rewrite=True`` sends the façade's self-contained rewrite of the question ("Who's
-    Brightwater Farms's rep?") in place of the user's text; the checkpointed
-    ``HumanMessage`` keeps what the user typed either way.
+    ``rewrite=True`` (the default, as in the LlamaIndex adapters) sends the façade's
+    self-contained rewrite of the question ("Who's Brightwater Farms's rep?") in place
+    of the user's text; ``rewrite=False`` sends what the user typed. Either way the
+    turn that answers a clarification sends the original question resolved to the
+    chosen entity (``TurnContext.sent_question``), and the checkpointed
+    ``HumanMessage`` keeps what the user typed.
     """
 
-    def __init__(self, memory: SessionMemory, *, rewrite: bool = False) -> None:
+    def __init__(self, memory: SessionMemory, *, rewrite: bool = True) -> None:
         super().__init__()
         self._memories = TenantMemories(memory)
         self.rewrite = rewrite
@@ -142,8 +148,9 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         start = last_human_index(messages)
         if start is not None:
             messages = messages[start:]
-            if self.rewrite and started.rewritten and started.rewritten != messages[0].text:
-                messages[0] = with_text(messages[0], started.rewritten)
+            sent = started.sent_question(self.rewrite)
+            if sent and sent != messages[0].text:
+                messages[0] = with_text(messages[0], sent)
         return request.override(
             messages=messages,
             system_message=with_block(request.system_message, started.block),
@@ -160,9 +167,9 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         result = handler(request)
         memory, thread = self._scope(_tool_config(request))
         call = request.tool_call
-        for message in _tool_messages(result, call.get("id")):
+        for outcome in command_results(result, call.get("id")):
             memory.record_tool(
-                thread, call["name"], call.get("args"), message, call_id=call.get("id")
+                thread, call["name"], call.get("args"), outcome, call_id=call.get("id")
             )
         return result
 
@@ -174,9 +181,9 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         result = await handler(request)
         memory, thread = self._scope(_tool_config(request))
         call = request.tool_call
-        for message in _tool_messages(result, call.get("id")):
+        for outcome in command_results(result, call.get("id")):
             await memory.arecord_tool(
-                thread, call["name"], call.get("args"), message, call_id=call.get("id")
+                thread, call["name"], call.get("args"), outcome, call_id=call.get("id")
             )
         return result
 
@@ -243,12 +250,3 @@ def _tool_config(request: ToolCallRequest) -> Mapping[str, Any]:
     runtime = getattr(request, "runtime", None)
     config = getattr(runtime, "config", None)
     return config if config is not None else get_config()
-
-
-def _tool_messages(result: ToolMessage | Command[Any], call_id: str | None) -> list[ToolMessage]:
-    """The tool's own result message(s), whether it returned a message or a ``Command``."""
-    if isinstance(result, ToolMessage):
-        return [result]
-    update = result.update
-    found = update.get("messages", []) if isinstance(update, Mapping) else []
-    return [m for m in found if isinstance(m, ToolMessage) and m.tool_call_id == call_id]

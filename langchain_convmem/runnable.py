@@ -8,16 +8,26 @@ nothing when the block is empty) instead of every earlier message. It is a plain
 warns on every construction. Per call: ``begin_turn``; a clarification is returned
 at once in the wrapped chain's own output shape (an ``AIMessage``, a ``str`` after a
 ``StrOutputParser``, or ``{output_messages_key: AIMessage}``) and the chain is not
-called; otherwise the chain runs (with the rewrite as its input when ``rewrite=True``)
-and its answer goes to ``end_turn``. A chain that raises leaves the turn open, so
-asking again resumes it (the façade is idempotent on the same question).
+called; otherwise the chain runs (with the rewrite as its input when ``rewrite=True``,
+the default, and on a turn that answers a clarification whatever ``rewrite`` says:
+``TurnContext.sent_question``) and its answer goes to ``end_turn``. Each call is one
+run named ``RunnableWithSessionMemory`` in LangChain tracing (``_call_with_config``),
+the chain's runs nested under it; a clarification is a run with no children. The
+tenant is ``configurable["tenant_id"]``, else the memory's (``docs/tenancy.md``). A
+chain that raises leaves the turn open, so asking again resumes it (the façade is
+idempotent on the same question).
 ``batch``/``abatch`` come from ``Runnable`` and go through ``invoke``/``ainvoke``.
 
-With a transcript on the ``SessionMemory``, the wrapper cannot see the chain's prompt,
-so it listens for it: a callback handler (``raise_error``, so a failed write stops the
-chain) catches the first ``on_chat_model_start`` of the turn — the exact messages the
-chat model receives — and records them with ``record_model_input`` before the model
-runs (commit point 1): system messages other than the block become the system prompt,
+The wrapper cannot see inside the chain, so it listens: a callback handler
+(``raise_error``, so a failed write stops the chain), inherited by every run in the
+chain, hands each tool run's result to ``record_tool`` (``on_tool_end``: a
+``ToolMessage``, a ``Command`` or the tool's return value, read under the contract of
+``docs/tool-results.md``; ``on_tool_error``: a failure, which changes nothing). A tool
+returning several candidates leaves a pending clarification: the chain's answer goes
+out as it is (the model saw the candidates) and the user's reply picks one. With a
+transcript on the ``SessionMemory`` the same handler catches the first
+``on_chat_model_start`` of the turn — the exact messages the chat model receives —
+and records them with ``record_model_input`` before the model runs (commit point 1): system messages other than the block become the system prompt,
 the block message the block, the last user message the question as sent, bound tools
 the tool schemas; any other message (few-shot examples) is kept in
 ``model_params["other_messages"]``. ``end_turn`` records the answer (commit point 2).
@@ -26,10 +36,16 @@ the tool schemas; any other message (few-shot examples) is kept in
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 from uuid import UUID
 
-from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
+from langchain_core.callbacks import (
+    AsyncCallbackHandler,
+    AsyncCallbackManagerForChainRun,
+    BaseCallbackHandler,
+    CallbackManagerForChainRun,
+)
 from langchain_core.callbacks.base import BaseCallbackManager
 from langchain_core.messages import (
     AIMessage,
@@ -38,11 +54,12 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
 )
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 
 from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
+from convmem.tools import ToolResult
 from langchain_convmem._common import (
     TenantMemories,
     full_text,
@@ -53,6 +70,7 @@ from langchain_convmem._common import (
     tool_schemas,
     with_text,
 )
+from langchain_convmem.tool_results import output_result
 
 OutputKind = Literal["message", "str", "dict"]
 
@@ -75,7 +93,7 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         input_messages_key: str | None = None,
         history_messages_key: str | None = None,
         output_messages_key: str | None = None,
-        rewrite: bool = False,
+        rewrite: bool = True,
         output_type: OutputKind | None = None,
     ) -> None:
         if not isinstance(runnable, Runnable):
@@ -128,22 +146,62 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         ])
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        config = ensure_config(config)
+        """One turn, traced as a run named after this wrapper (the chain is its child)."""
+        return self._call_with_config(self._invoke, input, config, run_type="chain", **kwargs)
+
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Any:
+        return await self._acall_with_config(
+            self._ainvoke, input, config, run_type="chain", **kwargs
+        )
+
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    ) -> Iterator[Any]:
+        yield from self._transform_stream_with_config(
+            iter([input]), self._stream, config, run_type="chain", **kwargs
+        )
+
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    ) -> AsyncIterator[Any]:
+        async def one() -> AsyncIterator[Any]:
+            yield input
+
+        async for chunk in self._atransform_stream_with_config(
+            one(), self._astream, config, run_type="chain", **kwargs
+        ):
+            yield chunk
+
+    # ------------------------------------------------------------------ one turn, inside the run
+    # ``config`` here is the run's child config: the chain's runs nest under ours.
+
+    def _invoke(
+        self,
+        input: Any,
+        run_manager: CallbackManagerForChainRun,
+        config: RunnableConfig,
+        **kwargs: Any,
+    ) -> Any:
         memory, session = self._scope(config)
         question, message_id, text = self._question(input)
         started = memory.begin_turn(session, question, message_id=message_id, full_text=text)
         if isinstance(started, Clarification):
             memory.end_turn(session, answer=started.text)
             return self._clarification(started.text, chunk=False)
-        config = _recording(config, memory, session, started, asynchronous=False)
+        config = _listening(config, memory, session, started, asynchronous=False)
         output = self.runnable.invoke(self._chain_input(input, started), config, **kwargs)
         memory.end_turn(session, answer=self._answer(output))
         return output
 
-    async def ainvoke(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    async def _ainvoke(
+        self,
+        input: Any,
+        run_manager: AsyncCallbackManagerForChainRun,
+        config: RunnableConfig,
+        **kwargs: Any,
     ) -> Any:
-        config = ensure_config(config)
         memory, session = self._scope(config)
         question, message_id, text = self._question(input)
         started = await memory.abegin_turn(
@@ -152,15 +210,19 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         if isinstance(started, Clarification):
             await memory.aend_turn(session, answer=started.text)
             return self._clarification(started.text, chunk=False)
-        config = _recording(config, memory, session, started, asynchronous=True)
+        config = _listening(config, memory, session, started, asynchronous=True)
         output = await self.runnable.ainvoke(self._chain_input(input, started), config, **kwargs)
         await memory.aend_turn(session, answer=self._answer(output))
         return output
 
-    def stream(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    def _stream(
+        self,
+        inputs: Iterator[Any],
+        run_manager: CallbackManagerForChainRun,
+        config: RunnableConfig,
+        **kwargs: Any,
     ) -> Iterator[Any]:
-        config = ensure_config(config)
+        input = _single(list(inputs))
         memory, session = self._scope(config)
         question, message_id, text = self._question(input)
         started = memory.begin_turn(session, question, message_id=message_id, full_text=text)
@@ -169,16 +231,20 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
             yield self._clarification(started.text, chunk=True)
             return
         final: Any = None
-        config = _recording(config, memory, session, started, asynchronous=False)
+        config = _listening(config, memory, session, started, asynchronous=False)
         for chunk in self.runnable.stream(self._chain_input(input, started), config, **kwargs):
             final = chunk if final is None else _accumulate(final, chunk)
             yield chunk
         memory.end_turn(session, answer=self._answer(final))
 
-    async def astream(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    async def _astream(
+        self,
+        inputs: AsyncIterator[Any],
+        run_manager: AsyncCallbackManagerForChainRun,
+        config: RunnableConfig,
+        **kwargs: Any,
     ) -> AsyncIterator[Any]:
-        config = ensure_config(config)
+        input = _single([item async for item in inputs])
         memory, session = self._scope(config)
         question, message_id, text = self._question(input)
         started = await memory.abegin_turn(
@@ -190,7 +256,7 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
             return
         final: Any = None
         chain_input = self._chain_input(input, started)
-        config = _recording(config, memory, session, started, asynchronous=True)
+        config = _listening(config, memory, session, started, asynchronous=True)
         async for chunk in self.runnable.astream(chain_input, config, **kwargs):
             final = chunk if final is None else _accumulate(final, chunk)
             yield chunk
@@ -248,8 +314,9 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         """The input with the block in the history slot and, if asked, the rewrite."""
         key = self._messages_slot(value)
         raw = value[key] if key is not None else value
-        if self.rewrite and started.rewritten and started.rewritten != started.question:
-            raw = _rewritten(raw, started.rewritten)
+        sent = started.sent_question(self.rewrite)
+        if sent and sent != started.question:
+            raw = _rewritten(raw, sent)
         history: list[BaseMessage] = [SystemMessage(content=started.block)] if started.block else []
         if self.history_messages_key:
             if not isinstance(value, Mapping):
@@ -301,6 +368,15 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         if isinstance(output, Sequence) and output and isinstance(output[-1], BaseMessage):
             return output[-1].text
         return None
+
+
+def _single(inputs: list[Any]) -> Any:
+    """The one input of a streamed turn (``stream``/``astream`` pass exactly one)."""
+    if len(inputs) != 1:
+        raise ConfigError(
+            f"RunnableWithSessionMemory: one input per turn, got {len(inputs)} streamed inputs"
+        )
+    return inputs[0]
 
 
 def _rewritten(raw: Any, text: str) -> Any:
@@ -369,14 +445,44 @@ def _model_call(
     )
 
 
-class _Recorder(BaseCallbackHandler):
-    """Writes commit point 1 at the turn's first chat-model start (sync runs)."""
+@dataclass(frozen=True)
+class _ToolRun:
+    name: str
+    args: dict[str, Any]
+    call_id: str | None
+
+
+class _Tools:
+    """Tool runs between their start and end callbacks, by run id."""
+
+    def __init__(self) -> None:
+        self.runs: dict[UUID, _ToolRun] = {}
+
+    def start(
+        self, serialized: dict[str, Any] | None, input_str: str, run_id: UUID,
+        kwargs: Mapping[str, Any],
+    ) -> None:
+        name = (serialized or {}).get("name") or kwargs.get("name") or "tool"
+        inputs = kwargs.get("inputs")
+        args = dict(inputs) if isinstance(inputs, Mapping) else {"input": input_str}
+        call_id = kwargs.get("tool_call_id")
+        self.runs[run_id] = _ToolRun(str(name), args, call_id if isinstance(call_id, str) else None)
+
+    def end(self, run_id: UUID) -> _ToolRun | None:
+        return self.runs.pop(run_id, None)
+
+
+class _Listener(BaseCallbackHandler):
+    """The turn's ears inside the chain (sync runs): every tool run's result goes to
+    ``record_tool`` (the domain's tool rules; a failure changes nothing), and with a
+    transcript the first chat-model start writes commit point 1."""
 
     raise_error = True
     run_inline = True
 
     def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
         self.memory, self.session, self.started = memory, session, started
+        self.tools = _Tools()
 
     def on_chat_model_start(
         self,
@@ -389,18 +495,40 @@ class _Recorder(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
+        if self.memory.transcript is None:
+            return
         call = _model_call(messages[0], self.started, {**kwargs, "metadata": metadata})
         self.memory.record_model_input(self.session, call)
 
+    def on_tool_start(
+        self, serialized: dict[str, Any], input_str: str, *, run_id: UUID, **kwargs: Any
+    ) -> Any:
+        self.tools.start(serialized, input_str, run_id, kwargs)
 
-class _AsyncRecorder(AsyncCallbackHandler):
-    """``_Recorder`` for async runs: awaits the façade's async twin."""
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+        run = self.tools.end(run_id)
+        if run is not None:
+            self.memory.record_tool(
+                self.session, run.name, run.args, output_result(output), call_id=run.call_id
+            )
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
+        run = self.tools.end(run_id)
+        if run is not None:
+            failed = ToolResult(False, None, f"{type(error).__name__}: {error}")
+            self.memory.record_tool(self.session, run.name, run.args, failed,
+                                    call_id=run.call_id)
+
+
+class _AsyncListener(AsyncCallbackHandler):
+    """``_Listener`` for async runs: awaits the façade's async twins."""
 
     raise_error = True
     run_inline = True
 
     def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
         self.memory, self.session, self.started = memory, session, started
+        self.tools = _Tools()
 
     async def on_chat_model_start(
         self,
@@ -413,11 +541,32 @@ class _AsyncRecorder(AsyncCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
+        if self.memory.transcript is None:
+            return
         call = _model_call(messages[0], self.started, {**kwargs, "metadata": metadata})
         await self.memory.arecord_model_input(self.session, call)
 
+    async def on_tool_start(
+        self, serialized: dict[str, Any], input_str: str, *, run_id: UUID, **kwargs: Any
+    ) -> Any:
+        self.tools.start(serialized, input_str, run_id, kwargs)
 
-def _recording(
+    async def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+        run = self.tools.end(run_id)
+        if run is not None:
+            await self.memory.arecord_tool(
+                self.session, run.name, run.args, output_result(output), call_id=run.call_id
+            )
+
+    async def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
+        run = self.tools.end(run_id)
+        if run is not None:
+            failed = ToolResult(False, None, f"{type(error).__name__}: {error}")
+            await self.memory.arecord_tool(self.session, run.name, run.args, failed,
+                                           call_id=run.call_id)
+
+
+def _listening(
     config: RunnableConfig,
     memory: SessionMemory,
     session: str,
@@ -425,13 +574,10 @@ def _recording(
     *,
     asynchronous: bool,
 ) -> RunnableConfig:
-    """``config`` with the recorder among its (inherited) callbacks; as is without a
-    transcript."""
-    if memory.transcript is None:
-        return config
+    """``config`` with the turn's listener among its (inherited) callbacks."""
     handler: BaseCallbackHandler = (
-        _AsyncRecorder(memory, session, started) if asynchronous
-        else _Recorder(memory, session, started)
+        _AsyncListener(memory, session, started) if asynchronous
+        else _Listener(memory, session, started)
     )
     callbacks = config.get("callbacks")
     if isinstance(callbacks, BaseCallbackManager):

@@ -1,12 +1,41 @@
 """LlamaIndex adapters for convmem: memory, memory block, engine wrapper, tools, resolver,
-and the two chat stores over the durable record."""
+and the two chat stores over the durable record (``view="record"``: the history, replayed;
+``view="session"``: the session block and the current turn, so that changing only the
+chat store stops the replay), and ``tool_result`` (a ``ToolOutput`` read under the
+tool-result contract).
 
-from llamaindex_convmem.block import SESSION_BLOCK_TEMPLATE, SessionStateBlock
-from llamaindex_convmem.chat_store import ConvMemChatStore, ConvMemDBChatStore
-from llamaindex_convmem.engine import ConvMemChatEngine
-from llamaindex_convmem.memory import ConvMemMemory
-from llamaindex_convmem.resolver import LLMResolver
-from llamaindex_convmem.tools import ConvMemTool, wrap_tools
+Each name is imported on first use (PEP 562): the memory, block, engine and tools do
+not load the SQL stack (only the chat stores do), and ``import llamaindex_convmem``
+loads no LlamaIndex module at all.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llamaindex_convmem.block import SESSION_BLOCK_TEMPLATE, SessionStateBlock
+    from llamaindex_convmem.chat_store import ConvMemChatStore, ConvMemDBChatStore
+    from llamaindex_convmem.engine import ConvMemChatEngine
+    from llamaindex_convmem.memory import ConvMemMemory
+    from llamaindex_convmem.resolver import LLMResolver
+    from llamaindex_convmem.tool_results import tool_result
+    from llamaindex_convmem.tools import ConvMemTool, wrap_tools
+
+#: Where each public name lives.
+_HOME: dict[str, str] = {
+    "SESSION_BLOCK_TEMPLATE": "llamaindex_convmem.block",
+    "SessionStateBlock": "llamaindex_convmem.block",
+    "ConvMemChatStore": "llamaindex_convmem.chat_store",
+    "ConvMemDBChatStore": "llamaindex_convmem.chat_store",
+    "ConvMemChatEngine": "llamaindex_convmem.engine",
+    "ConvMemMemory": "llamaindex_convmem.memory",
+    "LLMResolver": "llamaindex_convmem.resolver",
+    "ConvMemTool": "llamaindex_convmem.tools",
+    "wrap_tools": "llamaindex_convmem.tools",
+    "tool_result": "llamaindex_convmem.tool_results",
+}
 
 __all__ = [
     "SESSION_BLOCK_TEMPLATE",
@@ -17,5 +46,19 @@ __all__ = [
     "ConvMemTool",
     "LLMResolver",
     "SessionStateBlock",
+    "tool_result",
     "wrap_tools",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -14,7 +14,9 @@ lossless:
   media) is kept as its JSON dump in the layout;
 * roles the transcript does not have (developer, function, chatbot, model) map to
   the nearest one and the original is kept; ``additional_kwargs`` is kept as
-  LlamaIndex itself serializes it (``model_dump(mode="json")``: bytes as base64).
+  LlamaIndex itself serializes it (``model_dump(mode="json")``: bytes as base64);
+* text is normalised by ``convmem.identity.clean_text`` (a NUL or a lone surrogate
+  becomes U+FFFD, which every backend can store), so it reads back so normalised.
 
 The layout (``extra["llama_index"]["blocks"]``) lists the blocks in order, each
 either ``{"p": i}`` (part ``i``, plus any fields the part cannot hold) or
@@ -44,6 +46,7 @@ from llama_index.core.base.llms.types import (
 from pydantic import TypeAdapter
 
 from convmem.errors import ConfigError
+from convmem.identity import clean_text
 from convmem.transcript import (
     AttachmentPart,
     Message,
@@ -129,7 +132,7 @@ class _Encoder:
     def top(self, block: Any) -> tuple[JSONDict, bool]:
         """A top-level block's layout entry, and whether it is exactly its part."""
         if isinstance(block, TextBlock):
-            return {"p": self.add(TextPart(block.text))}, True
+            return {"p": self.add(TextPart(clean_text(block.text)))}, True
         if isinstance(block, ToolCallBlock):
             kwargs = block.tool_kwargs
             part = ToolCallPart(
@@ -173,7 +176,8 @@ def to_new_message(message: ChatMessage) -> NewMessage:
         and isinstance(blocks[0], TextBlock)
     ):
         kwargs = {k: v for k, v in kwargs.items() if k != "tool_call_id"}
-        parts: list[Part] = [ToolResultPart(call_id=call_id, content=blocks[0].text)]
+        content = clean_text(blocks[0].text)
+        parts: list[Part] = [ToolResultPart(call_id=call_id, content=content)]
     else:
         enc = _Encoder()
         layout = []

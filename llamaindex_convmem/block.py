@@ -11,7 +11,10 @@ drops the ``<memory><name>`` wrapper (about ten tokens) and inserts the block as
 
 The thread is ``thread_id`` when given, else the ``session_id`` ``Memory`` passes to its
 blocks. Limit: a question repeated word for word right after itself counts as the same
-turn, because ``Memory`` gives blocks no message ids.
+turn, because ``Memory`` gives blocks no message ids. The latest user message is matched
+against the open turn's question and its rewrite, so the block composes with a
+session-view chat store on the same thread (which shows the rewrite): one turn, not two.
+There it adds nothing the store's own block lacks; other memory blocks compose as usual.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from llama_index.core.prompts import RichPromptTemplate
 
 from convmem.errors import ConfigError
 from convmem.session import Clarification, SessionMemory
+from llamaindex_convmem._component import get_dispatcher, unpicklable
 from llamaindex_convmem.memory import CLARIFY_INSTRUCTION, message_text
+
+dispatcher = get_dispatcher(__name__)  # a span per get: see llamaindex_convmem._component
 
 #: ``Memory(memory_blocks_template=...)``: each block's text, without the XML wrapper.
 SESSION_BLOCK_TEMPLATE = RichPromptTemplate(
@@ -35,6 +41,7 @@ SESSION_BLOCK_TEMPLATE = RichPromptTemplate(
 )
 
 
+@unpicklable("Build it again: SessionStateBlock(session_memory, ...).")
 class SessionStateBlock(BaseMemoryBlock[str]):
     """The convmem session block inside a LlamaIndex ``Memory``."""
 
@@ -61,6 +68,7 @@ class SessionStateBlock(BaseMemoryBlock[str]):
             raise ConfigError("SessionStateBlock: pass thread_id= or use it inside a Memory")
         return thread
 
+    @dispatcher.span
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         """Begin the turn for the latest user message; return the block (or the question)."""
         thread = self._thread(block_kwargs)
@@ -69,7 +77,13 @@ class SessionStateBlock(BaseMemoryBlock[str]):
         )
         if not question.strip():
             return await self._facade.ablock(thread)
-        started = await self._facade.abegin_turn(thread, question)
+        state = await self._facade.aget_state(thread)
+        ot = state.open_turn if state is not None else None
+        if ot is not None and question in (ot.question, ot.rewritten):
+            # the open turn's question, maybe as a session-view store shows it (rewritten)
+            started = await self._facade.abegin_turn(thread, ot.question, message_id=ot.message_id)
+        else:
+            started = await self._facade.abegin_turn(thread, question)
         if isinstance(started, Clarification):
             return CLARIFY_INSTRUCTION + started.text
         return started.block

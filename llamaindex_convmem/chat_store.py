@@ -3,16 +3,18 @@
 LlamaIndex has two store contracts: ``BaseChatStore`` (sync-first, behind
 ``ChatMemoryBuffer`` and agents' default memory) and ``AsyncDBChatStore`` (async,
 with an active/archived status, behind ``Memory``). Both classes here keep a key's
-messages as the *active path* of one transcript thread — ``get_or_create_thread``
-maps the application's key to one stable thread per tenant — so the prompt is
-whatever the buffer or ``Memory`` builds, unchanged, and the record behind it is
-append-only and branchable:
+messages in one transcript thread — ``get_or_create_thread`` maps the application's
+key to one stable thread per tenant — and offer two views of it:
+
+``view="record"`` (``ConvMemChatStore(transcript, tenant=...)``, the default): a key's
+messages are the thread's *active path*, so the prompt is whatever the buffer or
+``Memory`` builds — replay — and the record behind it is append-only and branchable:
 
 * replacing or deleting messages (``set_messages``, ``delete_message(s)``,
   ``delete_last_message``, ``delete_oldest_messages``) never deletes a row: it
   moves the active path (``rebase_path`` / ``set_active_leaf``); the old messages
-  stay in the tree for an investigator. Real erasure is
-  ``TranscriptStore.delete_thread`` (or ``redact``);
+  stay in the tree for an investigator. Real erasure is ``delete_thread(key)``
+  (or ``TranscriptStore.redact``);
 * ``idx`` is always a position in the active path (root first, archived
   messages included), never a row id;
 * "archived" is the thread's watermark (``archive_through``): the archived
@@ -24,380 +26,195 @@ append-only and branchable:
   whose active path is not empty, in creation order, from one query over the
   tenant's threads.
 
-Each operation is written once, as a generator of store calls (``_Call``), and
-driven by ``_drive`` (the sync methods) or ``_adrive`` (the ``a``-prefixed twins),
-so the sync and async methods share every decision and only the I/O differs.
+``view="session"`` (``ConvMemChatStore(memory, view="session")``, ``memory`` a
+``SessionMemory`` with a transcript): reads return what the model should see — the
+session block and the current turn — instead of the history, and writes drive the
+session state as well as the record (``llamaindex_convmem.session_store``). The
+tenant is the memory's.
+
+The operations live in ``_record_ops`` / ``session_store`` as plans driven by the
+sync methods or by their native async twins; these classes only pick the view.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.bridge.pydantic import (
+    PrivateAttr,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
 
 from convmem.errors import ConfigError
-from convmem.transcript import Message, NewMessage, Thread, ThreadNotFound, TranscriptStore
-from llamaindex_convmem._records import (
-    attachment_digests,
-    same_record,
-    to_chat_message,
-    to_new_message,
-)
+from convmem.session import SessionMemory
+from convmem.transcript import DeletionReceipt, TranscriptStore
+from llamaindex_convmem._component import pickled_by_reference, traced
+from llamaindex_convmem._record_ops import Plan, RecordOps, adrive, drive, masked_url
+from llamaindex_convmem.session_store import SessionOps
 
 T = TypeVar("T")
-_CACHE_LIMIT = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """One ``TranscriptStore`` call: ``name`` (sync) / ``"a" + name`` (async)."""
-
-    name: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-_Plan = Generator[_Call, Any, T]
-
-
-def _drive(store: TranscriptStore, plan: _Plan[T]) -> T:
-    """Run a plan with the store's sync methods (their exceptions go back into it)."""
-    try:
-        call = next(plan)
-        while True:
-            try:
-                result = getattr(store, call.name)(*call.args, **call.kwargs)
-            except Exception as exc:  # handed to the plan, which may retry or re-raise
-                call = plan.throw(exc)
-            else:
-                call = plan.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    finally:
-        plan.close()
-
-
-async def _adrive(store: TranscriptStore, plan: _Plan[T]) -> T:
-    """Run a plan with the store's async twins."""
-    try:
-        call = next(plan)
-        while True:
-            try:
-                result = await getattr(store, "a" + call.name)(*call.args, **call.kwargs)
-            except Exception as exc:
-                call = plan.throw(exc)
-            else:
-                call = plan.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    finally:
-        plan.close()
-
-
-def masked_url(store: TranscriptStore) -> str:
-    """The store's database URL without password or query (safe to serialize or log)."""
-    return store.engine.url.set(query={}).render_as_string(hide_password=True)
-
-
-class _Ops:
-    """Every chat-store operation as a plan over one tenant of a ``TranscriptStore``."""
-
-    def __init__(self, store: TranscriptStore, tenant: str) -> None:
-        if not isinstance(store, TranscriptStore):
-            raise ConfigError(
-                f"chat store: store must be a convmem TranscriptStore, got {type(store).__name__}"
-            )
-        if not isinstance(tenant, str) or not tenant:
-            raise ConfigError("chat store: tenant must be a non-empty string")
-        self.store = store
-        self.tenant = tenant
-        self._ids: dict[str, str] = {}
-
-    # ------------------------------------------------------------ plumbing
-
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> _Call:
-        return _Call(name, (self.tenant, *args), kwargs)
-
-    def on_thread(self, key: str, body: Callable[[str], _Plan[T]]) -> _Plan[T]:
-        """Run ``body(thread_id)`` for ``key``; a cached id whose thread was deleted is renewed."""
-        if not isinstance(key, str) or not key:
-            raise ConfigError("chat store: key must be a non-empty string")
-        cached = self._ids.get(key)
-        tid = cached
-        if tid is None:
-            tid = yield from self._resolve(key)
-        try:
-            return (yield from body(tid))
-        except ThreadNotFound:
-            if cached is None:
-                raise
-            self._ids.pop(key, None)
-            tid = yield from self._resolve(key)
-            return (yield from body(tid))
-
-    def _resolve(self, key: str) -> _Plan[str]:
-        thread: Thread = yield self._call("get_or_create_thread", key)
-        if len(self._ids) >= _CACHE_LIMIT:
-            self._ids.clear()
-        self._ids[key] = thread.id
-        return thread.id
-
-    def _chats(self, records: Sequence[Message]) -> _Plan[list[ChatMessage]]:
-        blobs: dict[str, bytes] = {}
-        for rec in records:
-            for sha in attachment_digests(rec):
-                if sha not in blobs:
-                    blobs[sha] = yield self._call("get_attachment", sha)
-        return [to_chat_message(rec, blobs) for rec in records]
-
-    def _path(self, tid: str, *, archived: bool = True) -> _Plan[list[Message]]:
-        path: list[Message] = yield self._call("active_path", tid, include_archived=archived)
-        return path
-
-    def _marked_path(self, tid: str) -> _Plan[tuple[list[Message], int]]:
-        """The active path and how many of its first messages are archived."""
-        thread: Thread = yield self._call("get_thread", tid)
-        path = yield from self._path(tid)
-        return path, sum(1 for m in path if m.seq <= thread.archived_seq)
-
-    def _replace(
-        self, tid: str, old: Sequence[Message], old_archived: int, new: Sequence[NewMessage],
-        archived: int,
-    ) -> _Plan[list[Message]]:
-        """Make the active path ``new`` (its first ``archived`` messages archived).
-
-        ``rebase_path`` reuses the longest common prefix; if that prefix would bring
-        along archived messages meant to be active, the path is emptied first so
-        they come back as new, active rows.
-        """
-        common = 0
-        while common < min(len(old), len(new)) and same_record(new[common], old[common]):
-            common += 1
-        if min(common, old_archived) > archived:
-            yield self._call("set_active_leaf", tid, None)
-        path: list[Message] = yield self._call("rebase_path", tid, list(new))
-        if archived:
-            yield self._call("archive_through", tid, path[archived - 1].seq)
-        return path
-
-    # ------------------------------------------------------------ reads
-
-    def get_messages(
-        self, key: str, status: MessageStatus | None = None,
-        limit: int | None = None, offset: int | None = None,
-    ) -> _Plan[list[ChatMessage]]:
-        def body(tid: str) -> _Plan[list[ChatMessage]]:
-            if status == MessageStatus.ARCHIVED:
-                path, n = yield from self._marked_path(tid)
-                records = path[:n]
-            else:
-                records = yield from self._path(tid, archived=status is None)
-            records = records[offset or 0 :]
-            if limit is not None:
-                records = records[:limit]
-            return (yield from self._chats(records))
-
-        return (yield from self.on_thread(key, body))
-
-    def count_messages(self, key: str, status: MessageStatus | None) -> _Plan[int]:
-        def body(tid: str) -> _Plan[int]:
-            if status == MessageStatus.ARCHIVED:
-                _, n = yield from self._marked_path(tid)
-                return n
-            return len((yield from self._path(tid, archived=status is None)))
-
-        return (yield from self.on_thread(key, body))
-
-    def get_keys(self) -> _Plan[list[str]]:
-        threads: list[Thread] = yield self._call("list_threads")
-        live = [t for t in threads if t.key is not None and t.active_leaf is not None]
-        live.sort(key=lambda t: (t.created_at, t.id))
-        return [t.key for t in live if t.key is not None]
-
-    # ------------------------------------------------------------ writes
-
-    def add(
-        self, key: str, messages: Sequence[ChatMessage], status: MessageStatus,
-        idx: int | None = None,
-    ) -> _Plan[None]:
-        """Append (one transaction), or insert at position ``idx`` of the active path."""
-        new = [to_new_message(m) for m in messages]
-
-        def body(tid: str) -> _Plan[None]:
-            if not new:
-                return
-            if idx is not None:
-                path, n = yield from self._marked_path(tid)
-                if not 0 <= idx <= len(path):
-                    raise IndexError(f"add_message: idx {idx} outside 0..{len(path)}")
-                keep = [_again(m) for m in path]
-                yield from self._replace(
-                    tid, path, n, keep[:idx] + new + keep[idx:], n + (len(new) if idx < n else 0)
-                )
-                return
-            if status == MessageStatus.ARCHIVED:
-                active = yield from self._path(tid, archived=False)
-                if active:
-                    raise ConfigError(
-                        "add_message(status=ARCHIVED): the key has active messages; the "
-                        "archive is the path's prefix, so archived messages cannot follow them"
-                    )
-            added: list[Message] = yield self._call("append", tid, new)
-            if status == MessageStatus.ARCHIVED:
-                yield self._call("archive_through", tid, added[-1].seq)
-
-        return (yield from self.on_thread(key, body))
-
-    def set(self, key: str, messages: Sequence[ChatMessage], status: MessageStatus) -> _Plan[None]:
-        new = [to_new_message(m) for m in messages]
-
-        def body(tid: str) -> _Plan[None]:
-            path, n = yield from self._marked_path(tid)
-            archived = len(new) if status == MessageStatus.ARCHIVED else 0
-            yield from self._replace(tid, path, n, new, archived)
-
-        return (yield from self.on_thread(key, body))
-
-    def clear(self, key: str) -> _Plan[list[ChatMessage] | None]:
-        """Empty the active path; the removed messages (``None`` if there were none)."""
-
-        def body(tid: str) -> _Plan[list[ChatMessage] | None]:
-            path = yield from self._path(tid)
-            if not path:
-                return None
-            chats = yield from self._chats(path)
-            yield self._call("set_active_leaf", tid, None)
-            return chats
-
-        return (yield from self.on_thread(key, body))
-
-    def delete_status(self, key: str, status: MessageStatus) -> _Plan[None]:
-        """Remove only the archived prefix or only the active rest of the path."""
-
-        def body(tid: str) -> _Plan[None]:
-            path, n = yield from self._marked_path(tid)
-            if status == MessageStatus.ACTIVE:
-                if n < len(path):
-                    yield self._call("set_active_leaf", tid, path[n - 1].id if n else None)
-                return
-            if n:
-                rest = [_again(m) for m in path[n:]]
-                yield from self._replace(tid, path, n, rest, 0)
-
-        return (yield from self.on_thread(key, body))
-
-    def delete_at(self, key: str, idx: int) -> _Plan[ChatMessage | None]:
-        """Remove position ``idx`` of the active path (``None`` if out of range)."""
-
-        def body(tid: str) -> _Plan[ChatMessage | None]:
-            path, n = yield from self._marked_path(tid)
-            if not 0 <= idx < len(path):
-                return None
-            (gone,) = yield from self._chats(path[idx : idx + 1])
-            keep = [_again(m) for i, m in enumerate(path) if i != idx]
-            yield from self._replace(tid, path, n, keep, n - 1 if idx < n else n)
-            return gone
-
-        return (yield from self.on_thread(key, body))
-
-    def delete_last(self, key: str) -> _Plan[ChatMessage | None]:
-        """Step the active leaf back by one; the message it left (``None`` if empty)."""
-
-        def body(tid: str) -> _Plan[ChatMessage | None]:
-            path = yield from self._path(tid)
-            if not path:
-                return None
-            (last,) = yield from self._chats(path[-1:])
-            yield self._call("set_active_leaf", tid, path[-1].parent_id)
-            return last
-
-        return (yield from self.on_thread(key, body))
-
-    def delete_oldest(self, key: str, n: int) -> _Plan[list[ChatMessage]]:
-        """Remove the ``n`` oldest active messages from the path; returns them."""
-
-        def body(tid: str) -> _Plan[list[ChatMessage]]:
-            path, archived = yield from self._marked_path(tid)
-            gone = path[archived : archived + max(n, 0)]
-            if not gone:
-                return []
-            keep = path[:archived] + path[archived + len(gone) :]
-            yield from self._replace(tid, path, archived, [_again(m) for m in keep], archived)
-            return (yield from self._chats(gone))
-
-        return (yield from self.on_thread(key, body))
-
-    def archive_oldest(self, key: str, n: int) -> _Plan[list[ChatMessage]]:
-        """Move the watermark past the ``n`` oldest active messages; returns them."""
-
-        def body(tid: str) -> _Plan[list[ChatMessage]]:
-            active = yield from self._path(tid, archived=False)
-            target = active[: max(n, 0)]
-            if not target:
-                return []
-            yield self._call("archive_through", tid, target[-1].seq)
-            return (yield from self._chats(target))
-
-        return (yield from self.on_thread(key, body))
-
-
+View = Literal["record", "session"]
+VIEWS: tuple[str, ...] = ("record", "session")
+#: Serialized only for the session view (the record view's dump is unchanged).
+_SESSION_FIELDS = ("view", "rewrite", "system_prompt")
 _ALL = MessageStatus.ACTIVE  # BaseChatStore has no status: every write is active
 
 
+def _configure(
+    who: str,
+    reads_back: bool,
+    store: TranscriptStore | SessionMemory | None,
+    tenant: str | None,
+    view: str,
+    rewrite: bool | None,
+    system_prompt: str | None,
+) -> tuple[RecordOps | SessionOps, dict[str, Any]]:
+    """The operations for the chosen view and the store's serialized fields."""
+    if view not in VIEWS:
+        raise ConfigError(f"{who}: view must be 'record' or 'session', got {view!r}")
+    if view == "record":
+        if store is None:
+            raise ConfigError(
+                f"{who}: give the TranscriptStore (serialized stores omit credentials: "
+                "from_dict(data, store=store))"
+            )
+        if isinstance(store, SessionMemory):
+            raise ConfigError(
+                f"{who}: a SessionMemory is for view='session' (the model sees the session "
+                f"block); for the record view, which replays the history, pass its transcript: "
+                f"{who}(memory.transcript, tenant=memory.tenant)"
+            )
+        if rewrite is not None or system_prompt is not None:
+            raise ConfigError(f"{who}: rewrite= and system_prompt= belong to view='session'")
+        tenant = "default" if tenant is None else tenant
+        record = RecordOps(store, tenant)
+        return record, {"tenant": tenant, "database": masked_url(store), "view": "record"}
+    if store is None:
+        raise ConfigError(
+            f"{who}(view='session'): give the SessionMemory (serialized stores omit it: "
+            "from_dict(data, store=memory))"
+        )
+    if not isinstance(store, SessionMemory):
+        raise ConfigError(
+            f"{who}: view='session' needs a convmem.SessionMemory with a transcript (it "
+            f"renders the session block), not a {type(store).__name__}"
+        )
+    if tenant is not None and tenant != store.tenant:
+        raise ConfigError(
+            f"{who}(view='session'): the tenant is the SessionMemory's ({store.tenant!r}), "
+            f"got tenant={tenant!r}; build SessionMemory(..., tenant={tenant!r})"
+        )
+    session = SessionOps(
+        store,
+        rewrite=True if rewrite is None else rewrite,
+        system_prompt=system_prompt,
+        reads_back=reads_back,
+    )
+    return session, {
+        "tenant": store.tenant,
+        "database": masked_url(session.store),
+        "view": "session",
+        "rewrite": session.rewrite,
+        "system_prompt": system_prompt,
+    }
+
+
+def _dumped(data: dict[str, Any]) -> dict[str, Any]:
+    if data.get("view") == "record":
+        for name in _SESSION_FIELDS:
+            data.pop(name, None)
+    return data
+
+
+@traced
+@pickled_by_reference
 class ConvMemChatStore(BaseChatStore):
     """A ``BaseChatStore`` whose keys are transcript threads (see the module docstring).
 
-    ``ConvMemChatStore(store, tenant="default")``; behind
+    ``ConvMemChatStore(transcript, tenant="default")``: behind
     ``ChatMemoryBuffer.from_defaults(chat_store=...)`` the prompt is unchanged and the
-    history becomes a durable, branchable record. Every method is natively sync and
-    natively async (``aget_messages``, ``async_add_message``, ...).
+    history becomes a durable, branchable record. ``ConvMemChatStore(memory,
+    view="session", rewrite=True, system_prompt=None)``: the buffer hands the model the
+    session block and the current turn instead (``system_prompt`` is the engine's, for
+    the record). Every method is natively sync and natively async (``aget_messages``,
+    ``async_add_message``, ...).
     """
 
     tenant: str = "default"
     database: str = ""
-    _ops: _Ops = PrivateAttr()
+    view: View = "record"
+    rewrite: bool = True
+    system_prompt: str | None = None
+    _ops: RecordOps | SessionOps = PrivateAttr()
 
     def __init__(
-        self, store: TranscriptStore | None = None, *, tenant: str = "default", **data: Any
+        self,
+        store: TranscriptStore | SessionMemory | None = None,
+        *,
+        tenant: str | None = None,
+        view: View = "record",
+        rewrite: bool | None = None,
+        system_prompt: str | None = None,
+        **data: Any,
     ) -> None:
-        if store is None:
-            raise ConfigError(
-                f"{type(self).__name__}: give the TranscriptStore (serialized stores "
-                "omit credentials: from_dict(data, store=store))"
-            )
-        ops = _Ops(store, tenant)
-        data.pop("database", None)  # always recomputed from the store (password masked)
-        fields: dict[str, Any] = {**data, "tenant": tenant, "database": masked_url(store)}
-        super().__init__(**fields)
+        ops, fields = _configure(
+            type(self).__name__, False, store, tenant, view, rewrite, system_prompt
+        )
+        for name in ("database", "class_name"):
+            data.pop(name, None)  # recomputed from the store (password masked)
+        super().__init__(**{**data, **fields})
         self._ops = ops
 
     @classmethod
     def class_name(cls) -> str:
         return "ConvMemChatStore"
 
+    @model_serializer(mode="wrap")
+    def custom_model_dump(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        data = _dumped(handler(self))
+        data["class_name"] = self.class_name()
+        return data
+
     @property
     def transcript(self) -> TranscriptStore:
         """The record behind this store (for export, redaction, erasure, branches)."""
         return self._ops.store
 
+    def _run(self, plan: Plan[T]) -> T:
+        return drive(plan)
+
+    async def _arun(self, plan: Plan[T]) -> T:
+        return await adrive(plan)
+
     def thread_id(self, key: str) -> str:
         """The transcript thread holding ``key`` (created on first use)."""
-        return _drive(self._ops.store, self._ops.on_thread(key, _identity))
+        return self._run(self._ops.thread(key))
 
     async def athread_id(self, key: str) -> str:
         """Async ``thread_id``."""
-        return await _adrive(self._ops.store, self._ops.on_thread(key, _identity))
+        return await self._arun(self._ops.thread(key))
 
-    def _run(self, plan: _Plan[T]) -> T:
-        return _drive(self._ops.store, plan)
+    def delete_thread(self, key: str) -> DeletionReceipt | None:
+        """Erase ``key``'s thread (rows, attachments, search index; the session view also
+        the session state); the key then names a fresh thread."""
+        return self._run(self._ops.delete_thread(key))
 
-    async def _arun(self, plan: _Plan[T]) -> T:
-        return await _adrive(self._ops.store, plan)
+    async def adelete_thread(self, key: str) -> DeletionReceipt | None:
+        return await self._arun(self._ops.delete_thread(key))
+
+    def history(self, key: str) -> list[ChatMessage]:
+        """The conversation as recorded (the active path), in both views: what a UI shows."""
+        return self._run(self._ops.history(key))
+
+    async def ahistory(self, key: str) -> list[ChatMessage]:
+        return await self._arun(self._ops.history(key))
 
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
         """Make ``messages`` the active path (shared prefix reused, the rest a new branch)."""
@@ -407,7 +224,7 @@ class ConvMemChatStore(BaseChatStore):
         await self._arun(self._ops.set(key, messages, _ALL))
 
     def get_messages(self, key: str) -> list[ChatMessage]:
-        """The active path (a new list each call)."""
+        """The record view: the active path. The session view: block + current turn."""
         return self._run(self._ops.get_messages(key))
 
     async def aget_messages(self, key: str) -> list[ChatMessage]:
@@ -458,39 +275,55 @@ class ConvMemChatStore(BaseChatStore):
         return await self._arun(self._ops.get_keys())
 
 
+@traced
+@pickled_by_reference
 class ConvMemDBChatStore(AsyncDBChatStore):
     """An ``AsyncDBChatStore`` for ``Memory.from_defaults(chat_store=...)`` (see module doc).
 
-    ``ConvMemDBChatStore(store, tenant="default")``. ``Memory``'s sync ``put``/``get``
-    run these coroutines on a fresh event loop in another thread when a loop is
-    already running; the transcript gives each loop its own engine, so that is safe.
+    ``ConvMemDBChatStore(transcript, tenant="default")`` or ``ConvMemDBChatStore(memory,
+    view="session")``. ``Memory``'s sync ``put``/``get`` run these coroutines on a fresh
+    event loop in another thread when a loop is already running; the transcript gives
+    each loop its own engine, so that is safe.
     """
 
     tenant: str = "default"
     database: str = ""
-    _ops: _Ops = PrivateAttr()
+    view: View = "record"
+    rewrite: bool = True
+    system_prompt: str | None = None
+    _ops: RecordOps | SessionOps = PrivateAttr()
 
     def __init__(
-        self, store: TranscriptStore | None = None, *, tenant: str = "default", **data: Any
+        self,
+        store: TranscriptStore | SessionMemory | None = None,
+        *,
+        tenant: str | None = None,
+        view: View = "record",
+        rewrite: bool | None = None,
+        system_prompt: str | None = None,
+        **data: Any,
     ) -> None:
-        if store is None:
-            raise ConfigError(
-                f"{type(self).__name__}: give the TranscriptStore (serialized stores "
-                "omit credentials: model_validate is not enough, pass store=)"
-            )
-        ops = _Ops(store, tenant)
-        data.pop("database", None)
-        data.pop("class_name", None)
-        fields: dict[str, Any] = {**data, "tenant": tenant, "database": masked_url(store)}
-        super().__init__(**fields)
+        ops, fields = _configure(
+            type(self).__name__, True, store, tenant, view, rewrite, system_prompt
+        )
+        for name in ("database", "class_name"):
+            data.pop(name, None)
+        super().__init__(**{**data, **fields})
         self._ops = ops
 
     @classmethod
     def class_name(cls) -> str:
         return "ConvMemDBChatStore"
 
+    @model_serializer(mode="wrap")
+    def _dump(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        return _dumped(handler(self))
+
     def to_dict(self) -> dict[str, Any]:
-        """Configuration only (tenant, masked database URL, class name); never a password."""
+        """Configuration only (tenant, masked database URL, class name; the session view
+        also its options); never a password."""
         return {**self.model_dump(), "class_name": self.class_name()}
 
     @property
@@ -498,12 +331,27 @@ class ConvMemDBChatStore(AsyncDBChatStore):
         """The record behind this store."""
         return self._ops.store
 
-    async def athread_id(self, key: str) -> str:
-        """The transcript thread holding ``key`` (created on first use)."""
-        return await _adrive(self._ops.store, self._ops.on_thread(key, _identity))
+    async def _arun(self, plan: Plan[T]) -> T:
+        return await adrive(plan)
 
-    async def _arun(self, plan: _Plan[T]) -> T:
-        return await _adrive(self._ops.store, plan)
+    def thread_id(self, key: str) -> str:
+        """The transcript thread holding ``key`` (created on first use)."""
+        return drive(self._ops.thread(key))
+
+    async def athread_id(self, key: str) -> str:
+        """Async ``thread_id``."""
+        return await self._arun(self._ops.thread(key))
+
+    def delete_thread(self, key: str) -> DeletionReceipt | None:
+        """Erase ``key``'s thread (and, in the session view, its session state)."""
+        return drive(self._ops.delete_thread(key))
+
+    async def adelete_thread(self, key: str) -> DeletionReceipt | None:
+        return await self._arun(self._ops.delete_thread(key))
+
+    async def ahistory(self, key: str) -> list[ChatMessage]:
+        """The conversation as recorded (the active path), in both views."""
+        return await self._arun(self._ops.history(key))
 
     async def get_messages(
         self,
@@ -512,7 +360,8 @@ class ConvMemDBChatStore(AsyncDBChatStore):
         limit: int | None = None,
         offset: int | None = None,
     ) -> list[ChatMessage]:
-        """Active (default), archived, or all (``None``) messages of the path, in order."""
+        """Active (default), archived, or all (``None``) messages, in order: of the path
+        (record view), of block + current turn (session view)."""
         return await self._arun(self._ops.get_messages(key, status, limit, offset))
 
     async def count_messages(
@@ -528,7 +377,7 @@ class ConvMemDBChatStore(AsyncDBChatStore):
     async def add_messages(
         self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE
     ) -> None:
-        """All in one transaction; an empty list is a no-op."""
+        """All in one transaction (record view); an empty list is a no-op."""
         await self._arun(self._ops.add(key, messages, status))
 
     async def set_messages(
@@ -554,19 +403,3 @@ class ConvMemDBChatStore(AsyncDBChatStore):
 
     async def get_keys(self) -> list[str]:
         return await self._arun(self._ops.get_keys())
-
-
-def _identity(tid: str) -> _Plan[str]:
-    yield from ()
-    return tid
-
-
-def _again(record: Message) -> NewMessage:
-    """A stored message as input to ``rebase_path`` (attachments by digest: no bytes moved)."""
-    return NewMessage(
-        role=record.role,
-        content=record.parts,
-        author=record.author,
-        extra=record.extra,
-        visibility=record.visibility,
-    )

@@ -3,7 +3,10 @@
 Engines and agents ask their memory for "the history" and send whatever comes back.
 This memory answers with at most two messages instead of the buffer: a system message
 holding the rendered session block (nothing when the state is empty) and the current
-question, rewritten by the resolver when ``rewrite=True``. The history itself is never
+question, rewritten by the resolver when ``rewrite=True`` (the default, as in the
+LangChain adapters) and on a turn that answers a clarification whatever ``rewrite``
+says (``TurnContext.sent_question``). The tenant is the ``SessionMemory``'s: pass
+``session_memory.for_tenant("acme")`` (``docs/tenancy.md``). The history itself is never
 replayed, so the prompt stays flat however long the conversation runs.
 
 Every engine drives memory in its own order, so the adapter keys everything on the user
@@ -45,6 +48,7 @@ from llama_index.core.memory.types import BaseMemory
 
 from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
+from llamaindex_convmem._component import traced, unpicklable
 
 #: Sent instead of the block when the turn must ask the user to choose.
 CLARIFY_INSTRUCTION = "Reply to the user with exactly this question and nothing else:\n"
@@ -75,8 +79,8 @@ def turn_messages(
         out.append(ChatMessage(role=MessageRole.SYSTEM, content=started.block))
     if include_question:
         shown = question
-        if rewrite and isinstance(started, TurnContext) and started.rewritten:
-            shown = started.rewritten
+        if isinstance(started, TurnContext):
+            shown = started.sent_question(rewrite) or question
         out.append(ChatMessage(role=MessageRole.USER, content=shown))
     return out
 
@@ -94,6 +98,8 @@ class _Turn:
         self.aliases.add(self.question)
 
 
+@traced
+@unpicklable("Build one per conversation: ConvMemMemory(session_memory, thread_id=...).")
 class ConvMemMemory(BaseMemory):
     """Session block + current question in place of the chat buffer, for one thread."""
 

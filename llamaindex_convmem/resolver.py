@@ -56,6 +56,11 @@ class ResolutionModel(BaseModel):
     clear_filters: list[str]
     format: Literal["short", "detailed", "table"] | None
     refers_back: bool = Field(description="true when the question refers to the current topic")
+    salient: str | None = Field(
+        default=None,  # OpenAI's strict schema still lists it as required (nullable)
+        description="id of the 'Also in this conversation' entity the question's first "
+                    "reference (a pronoun, or 'that/this/the' + noun) points at, or null",
+    )
 
 
 def _failed(exc: Exception) -> ValueError:

@@ -1,7 +1,9 @@
 """``wrap_tools``: every tool call's ``ToolOutput`` goes through the domain's tool rules.
 
-Each wrapped tool calls the original, then hands ``(name, kwargs, ToolOutput)`` to the
-façade's ``record_tool`` (``ToolResult.from_any`` reads ``is_error`` and ``raw_output``),
+Each wrapped tool calls the original, then hands ``(name, kwargs, result)`` to the
+façade's ``record_tool``, the result read from the ``ToolOutput`` by
+``llamaindex_convmem.tool_results`` (``is_error``, ``raw_output``, ``content``; the
+contract is ``docs/tool-results.md``),
 so a lookup tool sets the focus the moment it returns, and the model's next step already
 sees it in the block. The wrapper adds no policy: it only translates.
 
@@ -31,6 +33,7 @@ from llama_index.core.tools.types import AsyncBaseTool, BaseTool, adapt_to_async
 from convmem.errors import ConfigError
 from convmem.session import Clarification, SessionMemory
 from llamaindex_convmem.memory import CLARIFY_INSTRUCTION, ConvMemMemory
+from llamaindex_convmem.tool_results import tool_result
 
 
 def _tool_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -70,14 +73,14 @@ class ConvMemTool(AsyncBaseTool):
     def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
         output = self.tool.call(*args, **kwargs)
         clarification = self.session_memory.record_tool(
-            self.thread_id, self._name(output), _tool_args(args, kwargs), output
+            self.thread_id, self._name(output), _tool_args(args, kwargs), tool_result(output)
         )
         return self._answer(output, clarification)
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
         output = await self.tool.acall(*args, **kwargs)
         clarification = await self.session_memory.arecord_tool(
-            self.thread_id, self._name(output), _tool_args(args, kwargs), output
+            self.thread_id, self._name(output), _tool_args(args, kwargs), tool_result(output)
         )
         return self._answer(output, clarification)
 

@@ -12,21 +12,63 @@ per incident on logger ``convmem.stores``; ``stats.degraded`` counts incidents.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from convmem.identity import check_tenant, check_thread_id
 from convmem.state import SessionState
 
-KEY_FORMAT_VERSION = "v1"
+#: Version of the key layout; v1 keys (``{<tenant>:<thread_id>}`` unescaped, so
+#: ``acme`` + ``eu:42`` and ``acme:eu`` + ``42`` collided) are no longer read and
+#: expire with their TTL.
+KEY_FORMAT_VERSION = "v2"
+
+# spec §5 stored layout: inside the hash tag, ``%``, ``:``, ``{`` and ``}`` of a tenant
+# or thread id are percent-escaped. No escaped part holds a ``:`` (so the first one
+# separates tenant from thread) nor a brace (so the tag ends where the pair ends), and
+# escaping ``%`` makes the map reversible, hence injective.
+_ESCAPE = str.maketrans({"%": "%25", ":": "%3A", "{": "%7B", "}": "%7D"})
+_UNESCAPE = re.compile("%(25|3A|7B|7D)")
+_UNESCAPED = {"25": "%", "3A": ":", "7B": "{", "7D": "}"}
+
+
+def key_part(value: str) -> str:
+    """A tenant or thread id as it appears in a key (unchanged unless it holds ``%:{}``)."""
+    if "%" in value or ":" in value or "{" in value or "}" in value:
+        return value.translate(_ESCAPE)
+    return value
+
+
+def unkey_part(part: str) -> str:
+    """The inverse of ``key_part``."""
+    if "%" not in part:
+        return part
+    return _UNESCAPE.sub(lambda m: _UNESCAPED[m.group(1)], part)
 
 
 def state_key(tenant: str, thread_id: str, prefix: str = "convmem") -> str:
-    """``convmem:v1:state:{<tenant>:<thread_id>}``.
+    """``<prefix>:v2:state:{<tenant>:<thread_id>}``, tenant and thread id escaped
+    (``key_part``): one key per (tenant, thread) pair and exactly one hash tag.
 
+    Every store builds its keys here, so this is where both are checked against the
+    shared identifier rule (``convmem.identity``: ``ConfigError`` naming the field).
     The hash tag spans tenant and thread together, so a Redis Cluster spreads one
     tenant's threads over every slot instead of making the tenant one hot slot.
     """
-    return f"{prefix}:{KEY_FORMAT_VERSION}:state:{{{tenant}:{thread_id}}}"
+    tenant_part = key_part(check_tenant(tenant))
+    thread_part = key_part(check_thread_id(thread_id))
+    return f"{prefix}:{KEY_FORMAT_VERSION}:state:{{{tenant_part}:{thread_part}}}"
+
+
+def tenant_key_head(tenant: str, prefix: str = "convmem") -> str:
+    """What every key of ``tenant``'s threads starts with (listing threads)."""
+    return f"{prefix}:{KEY_FORMAT_VERSION}:state:{{{key_part(check_tenant(tenant))}:"
+
+
+def thread_of_key(key: str, head: str) -> str:
+    """The thread id of a key that starts with ``head`` (``tenant_key_head``)."""
+    return unkey_part(key[len(head):-1])
 
 
 @dataclass(slots=True)

@@ -39,7 +39,7 @@ class Incidents:
         """Record a failure; raises ``StateUnavailable`` when strict, else returns."""
         if self.strict:
             raise StateUnavailable(
-                f"{self.store_name} {operation} {key!r} failed: {error!r}"
+                f"{self.store_name} {operation} {key!r} failed: {_describe(error)}"
             ) from error
         with self._lock:
             first = not self._open
@@ -48,9 +48,9 @@ class Incidents:
                 self.stats.degraded += 1
         if first:
             logger.warning(
-                "%s degraded: %s %r failed (%r); continuing with an empty session state "
+                "%s degraded: %s %r failed (%s); continuing with an empty session state "
                 "until the store answers again",
-                self.store_name, operation, key, error,
+                self.store_name, operation, key, _describe(error),
             )
 
     def succeeded(self) -> None:
@@ -60,3 +60,8 @@ class Incidents:
                 was_open, self._open = self._open, False
             if was_open:
                 logger.info("%s recovered", self.store_name)
+
+
+def _describe(error: BaseException) -> str:
+    """``Type: message`` (redis-py 7's ``repr`` of its errors drops the message)."""
+    return f"{type(error).__name__}: {error}"

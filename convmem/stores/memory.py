@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from convmem.errors import CorruptState, VersionConflict
 from convmem.state import (
@@ -21,7 +21,7 @@ from convmem.state import (
     encode_state,
     stored_version,
 )
-from convmem.stores.base import StoreStats, state_key
+from convmem.stores.base import StoreStats, state_key, tenant_key_head, thread_of_key
 from convmem.stores.degradation import Incidents
 
 
@@ -138,4 +138,17 @@ class InMemorySessionStateStore:
 
     async def adelete(self, tenant: str, thread_id: str) -> None:
         self.delete(tenant, thread_id)
+
+    def iter_threads(self, tenant: str, *, count: int = 500) -> Iterator[str]:
+        """Thread ids with live state for ``tenant``, like the Redis stores' (``count``,
+        their SCAN page size, is accepted for the same signature; there are no pages)."""
+        head = tenant_key_head(tenant, self.prefix)
+        with self._lock:
+            keys = [k for k in list(self._values) if k.startswith(head) and self._live(k) is not None]
+        for key in keys:
+            yield thread_of_key(key, head)
+
+    async def aiter_threads(self, tenant: str, *, count: int = 500) -> AsyncIterator[str]:
+        for thread_id in self.iter_threads(tenant, count=count):
+            yield thread_id
 

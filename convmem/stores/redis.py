@@ -1,10 +1,10 @@
 """Session state on Redis and Redis Cluster: one key per thread, CAS in one round trip.
 
-Each thread's state is one string key, ``<prefix>:v1:state:{<tenant>:<thread_id>}``,
-holding the JSON codec's bytes (format version inside) with a TTL set by every save
+Each thread's state is one string key, ``<prefix>:v2:state:{<tenant>:<thread_id>}``
+(tenant and thread id escaped: ``convmem.stores.base.state_key``), holding the JSON codec's bytes (format version inside) with a TTL set by every save
 and left alone by a load. ``save`` is a compare-and-set on the stored ``version``,
 run on the server as a Lua script (``EVALSHA``, falling back to ``EVAL`` when the
-script cache is cold) that reads the version from the value's head (``STATE_HEAD``)
+script cache is cold) that reads the version from the value's head (``{"v":2,"version":``)
 instead of decoding its JSON, so a turn costs two round trips: one GET, one script. Lua
 rather than ``WATCH``/``MULTI`` because an optimistic transaction needs three round
 trips and a pinned connection, and rather than ``FUNCTION`` because Redis 6.2 has none.
@@ -16,10 +16,17 @@ client. That keeps the ``x``/``ax`` twins identical without thread wrappers, and
 standalone and cluster classes differ only in how they build clients.
 
 Failures degrade on purpose (see ``convmem.stores.degradation``): an unreachable
-server, a timeout, or a value that does not decode (over 64 KB, not JSON, not ours)
-yields an empty state and a saved-looking version, one warning per incident; a corrupt
-value is discarded so the next save can replace it. Listing threads uses ``SCAN`` on
-our prefix, on every master of a cluster; never ``KEYS``.
+server, a timeout, a server that is loading, read-only, out of memory or failing to
+persist, or a value that does not decode (over 64 KB, not JSON, not ours) yields an
+empty state and a saved-looking version, one warning per incident; a corrupt value is
+discarded so the next save can replace it. A *misconfiguration* does not degrade: a
+malformed URL is refused at construction, and credentials the server refuses, a
+database number beyond its ``databases``, a server that does not speak Redis, or the
+wrong class for the server (standalone vs cluster) raise ``ConfigError`` on first
+contact and on every call after, naming the cause and the fix; waiting would never
+mend them, and "degraded forever after one warning" would hide them (spec §5). ``ping``
+checks the server on demand (a readiness probe). Listing threads uses ``SCAN`` on our
+prefix, on every master of a cluster; never ``KEYS``.
 """
 
 from __future__ import annotations
@@ -28,27 +35,28 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any, ClassVar, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.asyncio.retry
 import redis.cluster
+import redis.connection
 import redis.exceptions
 from redis.backoff import NoBackoff
 from redis.driver_info import DriverInfo
 from redis.retry import Retry
 
-from convmem.errors import ConfigError, CorruptState, VersionConflict
+from convmem.errors import ConfigError, CorruptState, StateUnavailable, VersionConflict
 from convmem.state import (
     MAX_STATE_BYTES,
-    STATE_FORMAT_VERSION,
-    STATE_HEAD,
+    READABLE_FORMATS,
     SessionState,
     decode_state,
     encode_state,
 )
-from convmem.stores.base import StoreStats, state_key
+from convmem.stores.base import StoreStats, state_key, tenant_key_head, thread_of_key
 from convmem.stores.degradation import Incidents
 
 __all__ = ["RedisClusterSessionStateStore", "RedisSessionStateStore"]
@@ -59,22 +67,23 @@ Steps = Generator[Command, Any, T]
 
 #: Compare-and-set. KEYS[1] state key; ARGV: expected version, new value, TTL in ms.
 #: The stored version is read as ``convmem.state.stored_version`` does: 0 for a value
-#: over the size limit, the digits after ``STATE_HEAD`` for a value we encoded (no JSON
+#: over the size limit, the digits after the head ``{"v":<f>,"version":`` for a value we
+#: encoded in any readable format ``<f>`` (``READABLE_FORMATS``, one digit each: no JSON
 #: decoding on the hot path), else the non-negative numeric ``version`` of a JSON object
-#: in our format, else 0, so ``expected_version=0`` replaces a value that is not ours
-#: (even one of another Redis type: the GET error is caught). The SET refreshes the TTL.
+#: in a readable format, else 0, so ``expected_version=0`` replaces a value that is not
+#: ours (even one of another Redis type: the GET error is caught). The SET refreshes the TTL.
 #: Replies with one integer: the new version (>= 1) when written, or
 #: ``-1 - stored_version`` (<= -1) on a conflict.
 CAS_SCRIPT = """
 local version = 0
 local ok, cur = pcall(redis.call, 'GET', KEYS[1])
 if ok and cur and string.len(cur) <= @MAX_BYTES@ then
-  local head = string.match(cur, '^@HEAD@(%d+)[,}]')
+  local head = string.match(cur, '^{"v":[@FORMATS@],"version":(%d+)[,}]')
   if head then
     version = tonumber(head)
   else
     local decoded, data = pcall(cjson.decode, cur)
-    if decoded and type(data) == 'table' and data['v'] == @FORMAT@
+    if decoded and type(data) == 'table' and type(data['v']) == 'number' and @READABLE@
         and type(data['version']) == 'number' and data['version'] >= 0 then
       version = data['version']
     end
@@ -86,7 +95,8 @@ end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return version + 1
 """.replace("@MAX_BYTES@", str(MAX_STATE_BYTES)).replace(
-    "@HEAD@", STATE_HEAD.decode()).replace("@FORMAT@", str(STATE_FORMAT_VERSION))
+    "@FORMATS@", "".join(str(v) for v in READABLE_FORMATS)).replace(
+    "@READABLE@", "(" + " or ".join(f"data['v'] == {v}" for v in READABLE_FORMATS) + ")")
 
 #: Delete a corrupt value only if it is still the one we read (its SHA-1 matches).
 DISCARD_SCRIPT = """
@@ -105,22 +115,110 @@ DISCARD_SHA = hashlib.sha1(DISCARD_SCRIPT.encode()).hexdigest()
 _SCRIPTS = {CAS_SHA: CAS_SCRIPT, DISCARD_SHA: DISCARD_SCRIPT}
 
 #: What "the store is unavailable" means; anything else is a bug and propagates.
+#: (Authentication errors are ``ConnectionError`` subclasses: ``_misconfiguration``
+#: is asked first.)
 UNAVAILABLE: tuple[type[BaseException], ...] = (
-    redis.exceptions.ConnectionError,  # includes refused, reset, auth, BusyLoading
+    redis.exceptions.ConnectionError,  # includes refused, reset, BusyLoading
     redis.exceptions.TimeoutError,
     redis.exceptions.ClusterError,  # includes CLUSTERDOWN
     redis.exceptions.RedisClusterException,  # includes slot not covered, no nodes
     redis.exceptions.TryAgainError,
     redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
     OSError,
 )
+
+#: Error replies of a server that is up but cannot serve for now: an outage, degraded.
+#: WRONGTYPE (a value of another Redis type at our key) is not ours: treated like a
+#: corrupt value. A script's error reply quotes the inner command's.
+_TRANSIENT_REPLIES = ("WRONGTYPE", "MISCONF", "BUSY ", "NOREPLICAS", "OOM ", "LOADING")
+
+_AUTH_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.AuthenticationError,
+    redis.exceptions.AuthorizationError,
+    redis.exceptions.AuthenticationWrongNumberOfArgsError,
+    redis.exceptions.NoPermissionError,
+)
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from (redis-py's cluster client wraps the node's
+    error in a ``RedisClusterException``)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _misconfiguration(exc: BaseException) -> str | None:
+    """What is wrong with the configuration and what to do, when ``exc`` says so; None
+    for an outage or anything else. Spec §5: these raise, they never degrade."""
+    for e in _causes(exc):
+        text = str(e)
+        if isinstance(e, _AUTH_ERRORS) or any(w in text for w in ("NOAUTH", "WRONGPASS", "NOPERM")):
+            return (f"the server refused our credentials ({text}); check the user name and "
+                    "password in the URL (redis://user:password@host:port/db) or the client's")
+        if isinstance(e, redis.exceptions.InvalidResponse):
+            return (f"the server does not speak the Redis protocol ({text}); check that the "
+                    "host and port are a Redis server's")
+        if "DB index is out of range" in text:
+            return ("the database number in the URL is beyond the server's `databases` "
+                    "setting (16 by default: 0-15); use one that exists")
+        if "Cluster mode is not enabled" in text:
+            return ("the server is a standalone Redis, not a cluster node; use "
+                    "RedisSessionStateStore for it")
+        if isinstance(e, redis.exceptions.AskError):  # MOVED / ASK outside a cluster client
+            return (f"the server is a Redis Cluster node (it answered MOVED/ASK {text}); use "
+                    "RedisClusterSessionStateStore for it")
+        if "unknown command" in text and isinstance(e, redis.exceptions.ResponseError):
+            return (f"the server lacks a command this store needs ({text}); it needs Redis "
+                    "6.2 or later with Lua scripting (EVAL/EVALSHA) enabled")
+    return None
 
 
 def _is_unavailable(exc: BaseException) -> bool:
     if isinstance(exc, UNAVAILABLE):
         return True
-    # A value of another Redis type at our key: not ours, treat like a corrupt value.
-    return isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("WRONGTYPE")
+    return isinstance(exc, redis.exceptions.ResponseError) and any(
+        reply in str(exc) for reply in _TRANSIENT_REPLIES)
+
+
+def _shown_url(url: str) -> str:
+    """``url`` with its password masked, for error messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        port = f":{parts.port}" if parts.port is not None else ""
+        netloc = f"{parts.username or ''}:***@{host}{port}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    except ValueError:
+        return "<a malformed URL>"
+
+
+def _checked_url(url: str, store: str, *, cluster: bool) -> str:
+    """``url`` when redis-py can use it as written, else ``ConfigError`` naming it."""
+    shown = _shown_url(url)
+    try:
+        options: dict[str, Any] = redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{store}: malformed Redis URL {shown!r}: {exc}") from exc
+    db = urlsplit(url).path.strip("/")
+    if not url.startswith("unix://") and db and not db.isdigit():
+        # redis-py would silently use database 0
+        raise ConfigError(f"{store}: malformed Redis URL {shown!r}: the path must be a "
+                          f"database number (redis://host:port/0), got {db!r}")
+    if cluster and options.get("db") not in (0, None):
+        raise ConfigError(f"{store}: Redis Cluster has only database 0; the URL {shown!r} "
+                          f"asks for database {options['db']}")
+    if cluster and url.startswith("unix://"):
+        raise ConfigError(f"{store}: Redis Cluster is reached over TCP, not {shown!r}")
+    return url
 
 
 def _glob_escape(text: str) -> str:
@@ -172,6 +270,7 @@ class _RedisStoreBase:
     """Shared behaviour; subclasses say how to build their sync and async clients."""
 
     _name: ClassVar[str]
+    _cluster: ClassVar[bool] = False
     _sync_types: ClassVar[tuple[type, ...]]
     _async_types: ClassVar[tuple[type, ...]]
 
@@ -201,7 +300,7 @@ class _RedisStoreBase:
         self._recent: dict[str, tuple[bytes, SessionState]] = {}
         self._owns_clients = isinstance(client_or_url, str)
         if isinstance(client_or_url, str):
-            self._url = client_or_url
+            self._url = _checked_url(client_or_url, type(self).__name__, cluster=self._cluster)
         elif isinstance(client_or_url, self._sync_types):
             self._client = client_or_url
         elif isinstance(client_or_url, self._async_types):
@@ -286,12 +385,9 @@ class _RedisStoreBase:
                 command = steps.send(reply)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        except redis.exceptions.RedisError as exc:
-            if not _is_unavailable(exc):
-                raise
-            self._incidents.failed(operation, key, exc)
-        except UNAVAILABLE as exc:
-            self._incidents.failed(operation, key, exc)
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
+                OSError) as exc:
+            self._failed(operation, key, exc)
         return fallback
 
     async def _arun(self, operation: str, key: str, steps: Steps[T], fallback: T) -> T:
@@ -308,13 +404,70 @@ class _RedisStoreBase:
                 command = steps.send(reply)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        except redis.exceptions.RedisError as exc:
-            if not _is_unavailable(exc):
-                raise
-            self._incidents.failed(operation, key, exc)
-        except UNAVAILABLE as exc:
-            self._incidents.failed(operation, key, exc)
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
+                OSError) as exc:
+            self._failed(operation, key, exc)
         return fallback
+
+    def _where(self) -> str:
+        return f"the server at {_shown_url(self._url)}" if self._url else "the client's server"
+
+    def _config_error(self, exc: BaseException) -> ConfigError | None:
+        problem = _misconfiguration(exc)
+        if problem is None:
+            return None
+        return ConfigError(f"{self._name}: {self._where()} cannot be used: {problem}")
+
+    def _failed(self, operation: str, key: str, exc: BaseException) -> None:
+        """A command failed: ``ConfigError`` for a misconfiguration, a degraded incident
+        for an outage (``StateUnavailable`` when strict); anything else propagates."""
+        config_error = self._config_error(exc)
+        if config_error is not None:
+            raise config_error from exc
+        if not _is_unavailable(exc):
+            raise exc
+        self._incidents.failed(operation, key, exc)
+
+    def _ping_error(self, exc: BaseException) -> BaseException:
+        """What ``ping`` raises for ``exc``."""
+        config_error = self._config_error(exc)
+        if config_error is not None:
+            return config_error
+        if not _is_unavailable(exc):
+            return exc
+        return StateUnavailable(
+            f"{self._name}: {self._where()} is unavailable ({type(exc).__name__}: {exc}); turns "
+            "degrade to an empty state until it answers. If this lasts, check the host and "
+            "port, and whether the server wants TLS (rediss://)")
+
+    def ping(self) -> None:
+        """Check the server now (a readiness probe): returns when it answers.
+
+        Raises ``ConfigError`` when it is misconfigured (refused credentials, a database
+        it does not have, not a Redis server, the wrong store class) and
+        ``StateUnavailable`` when it cannot be reached, whatever ``strict`` says.
+        """
+        try:
+            _call(self._sync_client(), ("PING",))
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
+                OSError) as exc:
+            error = self._ping_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
+
+    async def aping(self) -> None:
+        """Async ``ping``."""
+        try:
+            client = self._async_client()
+            await self._aprepare(client)
+            await _acall(client, ("PING",))
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
+                OSError) as exc:
+            error = self._ping_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     # ----------------------------------------------------------------- operations (pure)
 
@@ -373,8 +526,10 @@ class _RedisStoreBase:
         self._incidents.succeeded()
 
     def _scan_match(self, tenant: str) -> tuple[str, str]:
-        """(SCAN MATCH pattern, literal key head) for one tenant's threads."""
-        head = self._key(tenant, "")[:-1]  # "<prefix>:v1:state:{<tenant>:"
+        """(SCAN MATCH pattern, literal key head) for one tenant's threads. The escaped
+        tenant holds no ``:`` and the escaped thread no ``}``, so the pattern matches
+        exactly this tenant's keys; glob characters in either are escaped."""
+        head = tenant_key_head(tenant, self.prefix)  # "<prefix>:v2:state:{<tenant>:"
         return _glob_escape(head) + "*}", head
 
     # ----------------------------------------------------------------- public API
@@ -420,9 +575,10 @@ class _RedisStoreBase:
         pattern, head = self._scan_match(tenant)
         try:
             for key in self._sync_client().scan_iter(match=pattern, count=count):
-                yield _as_text(key)[len(head):-1]
-        except UNAVAILABLE as exc:
-            self._incidents.failed("scan", pattern, exc)
+                yield thread_of_key(_as_text(key), head)
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
+                OSError) as exc:
+            self._failed("scan", pattern, exc)
             return
         self._incidents.succeeded()
 
@@ -432,9 +588,10 @@ class _RedisStoreBase:
             client = self._async_client()
             await self._aprepare(client)
             async for key in client.scan_iter(match=pattern, count=count):
-                yield _as_text(key)[len(head):-1]
-        except UNAVAILABLE as exc:
-            self._incidents.failed("scan", pattern, exc)
+                yield thread_of_key(_as_text(key), head)
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
+                OSError) as exc:
+            self._failed("scan", pattern, exc)
             return
         self._incidents.succeeded()
 
@@ -473,11 +630,12 @@ class RedisSessionStateStore(_RedisStoreBase):
 class RedisClusterSessionStateStore(_RedisStoreBase):
     """``SessionStateStore`` on Redis Cluster; the URL names any startup node.
 
-    The hash tag ``{tenant:thread}`` keeps one thread on one slot (so the CAS script
+    The hash tag around the (escaped) tenant and thread keeps one thread on one slot (so the CAS script
     touches one key on one node) while spreading a tenant's threads over all slots.
     """
 
     _name = "Redis Cluster session-state store"
+    _cluster = True
     _sync_types = (redis.cluster.RedisCluster,)
     _async_types = (redis.asyncio.cluster.RedisCluster,)
 

@@ -12,7 +12,11 @@ key's TTL, let time pass); their defaults fit the in-memory store and a backend
 overrides what it must. The suite pins: round trip, absent -> None, compare-and-set
 (0 means "must not exist", a wrong version raises ``VersionConflict``, versions
 count up), TTL set and refreshed by save but not by load, concurrent writers with
-retry losing nothing, tenant isolation, deletion, and degradation on corrupt values
+retry losing nothing, tenant isolation (also when tenants and thread ids hold the key's
+separators, braces or glob characters: spec §5 stored layout), deletion, listing a
+tenant's threads (``iter_threads`` / ``aiter_threads``, for stores that have them), the
+shared identifier rule (``convmem.identity``: a ``ConfigError`` naming the field, the
+same on every backend), and degradation on corrupt values
 (empty state, one WARNING per incident on ``convmem.stores``, ``stats.degraded``
 counted, ``strict=True`` raising ``StateUnavailable``; a corrupt value is replaced by
 the next save), and that a state serialised in another key order is still read,
@@ -30,7 +34,8 @@ from typing import Any, ClassVar, Literal
 
 import pytest
 
-from convmem.errors import StateUnavailable, VersionConflict
+from convmem.errors import ConfigError, StateUnavailable, VersionConflict
+from convmem.identity import MAX_TENANT_CHARS, MAX_THREAD_ID_CHARS
 from convmem.state import (
     MAX_STATE_BYTES,
     FilterValue,
@@ -67,6 +72,7 @@ def rich_state(turn: int = 3) -> SessionState:
             mention="Alder",
         ),
         last_rewrite="revenue for Alder Works in beta, 2024-Q3",
+        salient=(Focus("team", "T-7", "Platform Team", "tool"),),
     )
 
 
@@ -99,6 +105,14 @@ class StoreDriver:
             await asyncio.to_thread(self.store.delete, tenant, thread_id)
         else:
             await self.store.adelete(tenant, thread_id)
+
+    async def threads(self, tenant: str) -> set[str]:
+        """The tenant's thread ids with live state (``iter_threads`` / ``aiter_threads``)."""
+        if not hasattr(self.store, "iter_threads"):
+            pytest.skip(f"{type(self.store).__name__} does not list threads")
+        if self.mode == "sync":
+            return await asyncio.to_thread(lambda: set(self.store.iter_threads(tenant)))
+        return {t async for t in self.store.aiter_threads(tenant)}
 
     async def ask(self, tenant: str, thread_id: str, question: str, *, attempts: int = 1000
                   ) -> int:
@@ -277,6 +291,91 @@ class SessionStateStoreSpec:
         await api.delete(TENANT, "t1")  # deleting nothing is fine
         assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
 
+    # ------------------------------------------------------------------ hostile ids
+
+    @pytest.mark.parametrize(
+        "pairs",
+        [
+            # One key each in v1 (``{<tenant>:<thread>}`` unescaped): issue 11, finding 1.
+            pytest.param([("acme", "eu:42"), ("acme:eu", "42")], id="colon"),
+            pytest.param([("a:b:c", "d"), ("a:b", "c:d"), ("a", "b:c:d")], id="colons"),
+            # An escape that did not escape its own escape character would merge these.
+            pytest.param([("a:b", "c"), ("a%3Ab", "c"), ("a%253Ab", "c")], id="escape"),
+            # Braces end or open a cluster hash tag.
+            pytest.param([("ac}me", "x"), ("ac", "me}:x"), ("{acme}", "{x}"), ("}", "{")],
+                         id="braces"),
+            pytest.param([("acme", "*"), ("acme*", "x"), ("acme", "[x]"), ("acme\\", "?")],
+                         id="glob"),
+            pytest.param([("Zoë Åström", "https://x.example/t/1?q=2#f"),
+                          ("Zoë", "Åström:https://x.example/t/1?q=2#f")], id="non-ascii-url"),
+        ],
+    )
+    async def test_separators_in_ids_never_share_state(
+        self, api: StoreDriver, pairs: list[tuple[str, str]]
+    ) -> None:
+        for turn, (tenant, thread_id) in enumerate(pairs, 1):
+            await api.save(tenant, thread_id, SessionState(turn=turn), expected_version=0)
+        for turn, (tenant, thread_id) in enumerate(pairs, 1):
+            loaded = await api.load(tenant, thread_id)
+            assert loaded is not None and loaded.turn == turn, (tenant, thread_id)
+        for tenant in {t for t, _ in pairs}:
+            assert await api.threads(tenant) == {th for t, th in pairs if t == tenant}
+        # reset / delete_thread reach one (tenant, thread) and nothing else
+        gone_tenant, gone_thread = pairs[0]
+        await api.delete(gone_tenant, gone_thread)
+        assert await api.load(gone_tenant, gone_thread) is None
+        for turn, (tenant, thread_id) in enumerate(pairs[1:], 2):
+            loaded = await api.load(tenant, thread_id)
+            assert loaded is not None and loaded.turn == turn, (tenant, thread_id)
+        assert gone_thread not in await api.threads(gone_tenant)
+
+    async def test_listing_matches_glob_characters_literally(self, api: StoreDriver) -> None:
+        tenants = ["a", "a*", "a?", "[a]", "a\\", "*", "a:b", "a}", "%"]
+        threads = ["t", "t*", "t?x", "[t]", "t\\", "t:1", "t}", "{t", "%7D"]
+        for i, tenant in enumerate(tenants):
+            for thread_id in (threads[i], f"{threads[-1 - i]}-{i}"):
+                await api.save(tenant, thread_id, SessionState(turn=i), expected_version=0)
+        for i, tenant in enumerate(tenants):
+            assert await api.threads(tenant) == {threads[i], f"{threads[-1 - i]}-{i}"}, tenant
+        assert await api.threads("b") == set()
+
+    @pytest.mark.parametrize(
+        ("tenant", "thread_id", "field"),
+        [
+            pytest.param("x" * (MAX_TENANT_CHARS + 1), "t1", "tenant", id="tenant-too-long"),
+            pytest.param(TENANT, "t" * (MAX_THREAD_ID_CHARS + 1), "thread_id",
+                         id="thread-too-long"),
+            pytest.param("", "t1", "tenant", id="tenant-empty"),
+            pytest.param(TENANT, " ", "thread_id", id="thread-blank"),
+            pytest.param("ac\x00me", "t1", "tenant", id="tenant-nul"),
+            pytest.param(TENANT, "t\n1", "thread_id", id="thread-newline"),
+            pytest.param(TENANT, "t\ud8001", "thread_id", id="thread-lone-surrogate"),
+            pytest.param(7, "t1", "tenant", id="tenant-not-str"),
+        ],
+    )
+    async def test_ids_outside_the_shared_rule_are_config_errors(
+        self, api: StoreDriver, tenant: Any, thread_id: Any, field: str
+    ) -> None:
+        """Every backend refuses the same ids the same way (``convmem.identity``)."""
+        calls = [
+            api.load(tenant, thread_id),
+            api.save(tenant, thread_id, rich_state(), expected_version=0),
+            api.delete(tenant, thread_id),
+        ]
+        for call in calls:
+            with pytest.raises(ConfigError, match=field):
+                await call
+        if field == "tenant" and hasattr(api.store, "iter_threads"):
+            with pytest.raises(ConfigError, match=field):
+                await api.threads(tenant)
+        assert api.store.stats.degraded == 0
+
+    async def test_longest_legal_ids_work(self, api: StoreDriver) -> None:
+        tenant, thread_id = "é" * MAX_TENANT_CHARS, "{:}" * (MAX_THREAD_ID_CHARS // 3)
+        assert await api.save(tenant, thread_id, rich_state(), expected_version=0) == 1
+        assert await api.load(tenant, thread_id) == rich_state().evolve(version=1)
+        assert await api.threads(tenant) == {thread_id}
+
     # ------------------------------------------------------------------ corrupt values
 
     @pytest.mark.parametrize(
@@ -320,6 +419,25 @@ class SessionStateStoreSpec:
         assert await api.save(TENANT, "t1", rich_state(9), expected_version=4) == 5
         loaded = await api.load(TENANT, "t1")
         assert loaded is not None and (loaded.version, loaded.turn) == (5, 9)
+        assert api.store.stats.degraded == 0
+
+    async def test_a_value_an_older_release_wrote_still_loads(self, api: StoreDriver) -> None:
+        """Format 1 (before ``salient``) loads with no salient entities, compare-and-set
+        reads its version from the head, and the next save writes the current format."""
+        old = (b'{"v":1,"version":3,"focus":{"type":"project","id":"C-40112","label":"Alder Works",'
+               b'"source":"tool"},"filters":{"stage":{"value":"beta","set_at_turn":2}},"format":null,'
+               b'"recent_questions":["revenue for Alder?"],"turn":2,"pending":null,'
+               b'"last_rewrite":null,"open_turn":null}')
+        await asyncio.to_thread(self.write_raw, api.store, TENANT, "t1", old)
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None and loaded.version == 3 and loaded.salient == ()
+        assert loaded.focus == Focus("project", "C-40112", "Alder Works", "tool")
+        with pytest.raises(VersionConflict) as info:
+            await api.save(TENANT, "t1", rich_state(), expected_version=0)
+        assert info.value.actual == 3
+        assert await api.save(TENANT, "t1", loaded.evolve(turn=3), expected_version=3) == 4
+        again = await api.load(TENANT, "t1")
+        assert again == loaded.evolve(turn=3, version=4)
         assert api.store.stats.degraded == 0
 
     async def test_state_too_large_to_load_back_is_not_written(

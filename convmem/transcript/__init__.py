@@ -4,40 +4,56 @@
 default, PostgreSQL in production), records per turn what the model received,
 and exports, redacts, deletes and sweeps a thread as one unit. ``convmem`` does
 not import this package at import time; import it when a transcript is wanted.
+Names are resolved on first use (PEP 562), so ``convmem.transcript.cli`` builds its
+parser without importing SQLAlchemy, and the records without the store.
 """
 
 from __future__ import annotations
 
-from convmem.transcript.document import ImportLimits
-from convmem.transcript.errors import (
-    ImportRefused,
-    RecordCorrupt,
-    ThreadDeleted,
-    ThreadExists,
-    ThreadNotFound,
-)
-from convmem.transcript.records import (
-    AttachmentPart,
-    DeletionReceipt,
-    DerivedMemory,
-    Message,
-    ModelInput,
-    NewMessage,
-    Part,
-    ReconstructedInput,
-    RedactionReceipt,
-    RetentionPolicy,
-    SearchHit,
-    SweepReport,
-    TextPart,
-    Thread,
-    ThreadTree,
-    ToolCallPart,
-    ToolResultPart,
-    TurnBinding,
-    TurnRecord,
-)
-from convmem.transcript.store import TranscriptStore
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from convmem.transcript.document import ImportLimits
+    from convmem.transcript.errors import (
+        ImportRefused,
+        RecordCorrupt,
+        ThreadDeleted,
+        ThreadExists,
+        ThreadNotFound,
+    )
+    from convmem.transcript.records import (
+        AttachmentPart,
+        DeletionReceipt,
+        DerivedMemory,
+        Message,
+        ModelInput,
+        NewMessage,
+        Part,
+        ReconstructedInput,
+        RedactionReceipt,
+        RetentionPolicy,
+        SearchHit,
+        SweepReport,
+        TextPart,
+        Thread,
+        ThreadTree,
+        ToolCallPart,
+        ToolResultPart,
+        TurnBinding,
+        TurnRecord,
+    )
+    from convmem.transcript.store import TranscriptStore
+
+_HOME = {
+    "ImportLimits": "document",
+    "ImportRefused": "errors",
+    "RecordCorrupt": "errors",
+    "ThreadDeleted": "errors",
+    "ThreadExists": "errors",
+    "ThreadNotFound": "errors",
+    "TranscriptStore": "store",
+}
 
 __all__ = [
     "AttachmentPart",
@@ -67,3 +83,15 @@ __all__ = [
     "TurnBinding",
     "TurnRecord",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_HOME.get(name, 'records')}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -6,37 +6,50 @@ on the application's argparse tree (``CONVMEM_DATABASE_URL`` and ``CONVMEM_TENAN
 are the defaults) and sets ``func`` to ``run_threads``, which returns the exit code.
 ``export`` writes the canonical JSON to stdout byte for byte, so ``cmp`` can compare
 two exports; ``show`` draws the branch tree with the active path marked; ``sweep``
-is a dry run unless ``--apply`` and always needs the default policy spelled out.
+is a dry run unless ``--apply`` and always needs the default policy spelled out;
+``delete`` asks first unless ``--yes``.
+
+User mistakes end in one line and exit 2, before the database is touched where
+possible: a bare path as ``--db`` (with the ``sqlite:///`` spelling to use), a
+SQLite file that does not exist or a database never migrated (with the ``migrate``
+command to run), an import file that is missing, a directory, not UTF-8, truncated
+or nested too deeply. A database that cannot be reached, or an operation the record
+refuses (an unknown thread, an id taken), exits 1. The SQL stack and ``rich`` are
+imported when a command runs, not when the parser is built.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import Progress
-from rich.tree import Tree
+from convmem.cli import database_url, max_age_days, positive_int
+from convmem.errors import ConfigError, ConvMemError
 
-from convmem.errors import ConvMemError
-from convmem.transcript.records import Message, RetentionPolicy, ThreadTree
-from convmem.transcript.store import TranscriptStore
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.tree import Tree
 
-_READ_ONLY_POLICY = RetentionPolicy(max_age=None, owner="convmem-cli")
+    from convmem.transcript.records import Message, ThreadTree
+    from convmem.transcript.store import TranscriptStore
 
 
 def add_threads_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``threads`` on an ``add_subparsers()`` object; returns its parser."""
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "threads", help="inspect, export, redact and delete conversation records"
+        "threads",
+        help="inspect, export, redact and delete conversation records",
+        description="The durable conversation record: list, show, export, import, redact, "
+        "delete, sweep and search threads, and create or upgrade the schema.",
     )
     p.add_argument(
         "--db",
+        type=database_url,
         default=os.environ.get("CONVMEM_DATABASE_URL") or None,
         help="database URL (sqlite:///file.db or postgresql://...); env CONVMEM_DATABASE_URL",
     )
@@ -45,39 +58,53 @@ def add_threads_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=os.environ.get("CONVMEM_TENANT") or None,
         help="tenant whose threads are addressed; env CONVMEM_TENANT",
     )
-    sub = p.add_subparsers(dest="threads_command", required=True)
-    ls = sub.add_parser("list", help="threads of the tenant, most recent first")
-    ls.add_argument("--limit", type=int, default=50)
-    show = sub.add_parser("show", help="draw the branch tree, active path marked")
-    show.add_argument("thread_id")
+    sub = p.add_subparsers(dest="threads_command", required=True, metavar="ACTION")
+    ls = sub.add_parser("list", help="threads of the tenant, most recent first",
+                        description="List the tenant's threads, most recent first.")
+    ls.add_argument("--limit", type=positive_int, default=50,
+                    help="at most this many threads (default 50)")
+    show = sub.add_parser("show", help="draw the branch tree, active path marked",
+                          description="Draw a thread's branch tree; the active path is marked.")
+    show.add_argument("thread_id", help="id of the thread")
     show.add_argument("--execution", action="store_true", help="include the execution log")
-    exp = sub.add_parser("export", help="canonical JSON of the whole thread to stdout")
-    exp.add_argument("thread_id")
+    exp = sub.add_parser("export", help="canonical JSON of the whole thread to stdout",
+                         description="Write the thread's canonical JSON export to stdout.")
+    exp.add_argument("thread_id", help="id of the thread")
     exp.add_argument("--user-view", action="store_true", help="only what the user saw")
-    imp = sub.add_parser("import", help="load an export (file or - for stdin)")
-    imp.add_argument("file")
+    imp = sub.add_parser("import", help="load an export (file or - for stdin)",
+                         description="Load a thread export into the tenant.")
+    imp.add_argument("file", help="an export written by `convmem threads export`, or - for stdin")
     imp.add_argument("--new-id", action="store_true", help="give the thread fresh ids")
-    red = sub.add_parser("redact", help="remove a message's content everywhere it reached")
-    red.add_argument("thread_id")
-    red.add_argument("message_id")
-    red.add_argument("--actor", required=True)
-    red.add_argument("--reason", required=True)
-    dele = sub.add_parser("delete", help="delete a thread and everything of it")
-    dele.add_argument("thread_id")
-    sw = sub.add_parser("sweep", help="delete threads past retention (dry run unless --apply)")
+    red = sub.add_parser("redact", help="remove a message's content everywhere it reached",
+                         description="Redact a message: its content, every copy and everything "
+                         "derived from it.")
+    red.add_argument("thread_id", help="id of the thread")
+    red.add_argument("message_id", help="id of the message (see `show`)")
+    red.add_argument("--actor", required=True, help="who asks for the redaction (recorded)")
+    red.add_argument("--reason", required=True, help="why (recorded), e.g. 'GDPR art. 17'")
+    dele = sub.add_parser("delete", help="delete a thread and everything of it",
+                          description="Delete a thread, its derived rows and attachments. "
+                          "Asks for confirmation unless --yes.")
+    dele.add_argument("thread_id", help="id of the thread")
+    dele.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    sw = sub.add_parser("sweep", help="delete threads past retention (dry run unless --apply)",
+                        description="Find threads past their retention; delete them with --apply.")
     sw.add_argument(
         "--default-max-age",
         required=True,
-        help="policy for threads without their own: DAYS or 'forever'",
+        type=max_age_days,
+        help="policy for threads without their own: days (30 or 30d) or 'forever'",
     )
     sw.add_argument("--owner", required=True, help="who owns the default policy")
     sw.add_argument("--apply", action="store_true", help="really delete")
     sw.add_argument("--all-tenants", action="store_true", help="ignore --tenant")
-    se = sub.add_parser("search", help="full-text search over the tenant's messages")
-    se.add_argument("query")
-    se.add_argument("--thread", default=None)
-    se.add_argument("--limit", type=int, default=20)
-    sub.add_parser("migrate", help="create or upgrade the schema")
+    se = sub.add_parser("search", help="full-text search over the tenant's messages",
+                        description="Full-text search over the tenant's messages.")
+    se.add_argument("query", help="words to look for")
+    se.add_argument("--thread", default=None, help="only this thread")
+    se.add_argument("--limit", type=positive_int, default=20, help="at most this many hits (default 20)")
+    sub.add_parser("migrate", help="create or upgrade the schema",
+                   description="Create or upgrade the record's schema (safe to run again).")
     p.set_defaults(func=run_threads)
     return p
 
@@ -88,6 +115,8 @@ def _short(text: str, width: int = 70) -> str:
 
 
 def _label(m: Message, active: bool) -> str:
+    from rich.markup import escape
+
     kinds = sorted({p.kind for p in m.parts if p.kind != "text"})
     body = escape(_short(m.text) or ("[" + ", ".join(kinds) + "]"))
     mark = "[bold green]●[/]" if active else "[dim]○[/]"
@@ -114,6 +143,9 @@ def render_tree(tree: ThreadTree, *, execution: bool = True) -> Tree:
     chain draws like a short one, and branch points deeper than ``MAX_INDENT`` go on
     at that indentation.
     """
+    from rich.markup import escape
+    from rich.tree import Tree
+
     th = tree.thread
     title = escape(th.title or "(untitled)")
     root = Tree(f"[bold]{title}[/] [dim]{th.id} key={escape(repr(th.key))}[/]")
@@ -161,36 +193,114 @@ def render_tree(tree: ThreadTree, *, execution: bool = True) -> Tree:
     return root
 
 
-def _max_age(text: str) -> timedelta | None:
-    if text.strip().lower() == "forever":
-        return None
-    return timedelta(days=float(text))
+def _read_export(file: str) -> Any:
+    """The import document as the store reads it (a path, or standard input, which the
+    store spools): checked here only for being readable, so a missing file is one
+    line of error, exit 2. Its content is the store's to judge, as it reads it
+    (``ImportRefused``, also one line and exit 2)."""
+    if file == "-":
+        return sys.stdin.buffer
+    path = Path(file)
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read ({exc.strerror})") from exc
+    return path
+
+
+def _check_database(store: TranscriptStore, url: str, cmd: str) -> None:
+    """Refuse, with the command to run, a database that was never migrated."""
+    if store.engine.dialect.name == "sqlite":
+        path = store.engine.url.database or ""
+        if not Path(path).is_file():  # asking SQLite would create an empty file
+            raise ConfigError(
+                f"no database file at {path}; create it with "
+                f"`convmem threads --db {shlex.quote(url)} migrate`"
+            )
+    if not store.has_schema():
+        raise ConfigError(
+            f"{url} has no convmem schema yet; run `convmem threads --db {shlex.quote(url)} migrate`"
+        )
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; no answer (EOF, as in a script) is "no"."""
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        print()
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 def run_threads(args: argparse.Namespace) -> int:
     """Handle ``convmem threads ...``; returns the process exit code."""
-    err = Console(stderr=True)
-    if not args.db:
-        err.print("convmem threads: give --db URL or set CONVMEM_DATABASE_URL")
-        return 2
+    from rich.console import Console
+
+    from convmem.identity import check_tenant
+    from convmem.transcript.errors import ImportRefused
+    from convmem.transcript.records import RetentionPolicy
+    from convmem.transcript.store import TranscriptStore
+
+    err = Console(stderr=True, highlight=False)  # progress bars; messages are plain lines
     cmd = args.threads_command
-    if cmd not in ("migrate", "sweep") and not args.tenant:
-        err.print("convmem threads: give --tenant T or set CONVMEM_TENANT")
-        return 2
-    policy = _READ_ONLY_POLICY
-    if cmd == "sweep":
-        policy = RetentionPolicy(max_age=_max_age(args.default_max_age), owner=args.owner)
-    store = TranscriptStore(args.db, retention=policy)
     try:
-        return _dispatch(store, args, err)
+        if not args.db:
+            raise ConfigError("give --db URL or set CONVMEM_DATABASE_URL")
+        if cmd not in ("migrate", "sweep") and not args.tenant:
+            raise ConfigError("give --tenant T or set CONVMEM_TENANT")
+        if args.tenant:
+            check_tenant(args.tenant, "--tenant")
+        policy = RetentionPolicy(max_age=None, owner="convmem-cli")  # read-only commands
+        if cmd == "sweep":
+            if not args.all_tenants and not args.tenant:
+                raise ConfigError("give --tenant T or --all-tenants")
+            days = args.default_max_age
+            policy = RetentionPolicy(
+                max_age=None if days is None else timedelta(days=days), owner=args.owner
+            )
+        document = _read_export(args.file) if cmd == "import" else None
+    except ConfigError as exc:
+        print(f"convmem threads {cmd}: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        store = TranscriptStore(args.db, retention=policy)
+    except ImportError as exc:  # psycopg missing for a postgresql:// URL
+        print(f"convmem threads {cmd}: error: {exc}; pip install \"convmem[postgres]\"",
+              file=sys.stderr)
+        return 2
+    try:
+        if cmd != "migrate":
+            try:
+                _check_database(store, args.db, cmd)
+            except ConfigError as exc:
+                print(f"convmem threads {cmd}: error: {exc}", file=sys.stderr)
+                return 2
+        if cmd == "delete" and not args.yes and not _confirm(
+            f"Delete thread {args.thread_id} of tenant {args.tenant} and everything derived "
+            "from it?"
+        ):
+            print("nothing deleted (answer y, or pass --yes)", file=sys.stderr)
+            return 1
+        return _dispatch(store, args, err, document)
+    except ImportRefused as exc:  # a bad file: like an unreadable one
+        name = "standard input" if args.file == "-" else args.file
+        print(f"convmem threads {cmd}: error: {name}: {exc}", file=sys.stderr)
+        return 2
     except ConvMemError as exc:
-        err.print(f"convmem threads {cmd}: {exc}")
+        print(f"convmem threads {cmd}: {exc}", file=sys.stderr)
         return 1
     finally:
         store.close()
 
 
-def _dispatch(store: TranscriptStore, args: argparse.Namespace, err: Console) -> int:
+def _dispatch(
+    store: TranscriptStore, args: argparse.Namespace, err: Console, document: Any = None
+) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
     out = Console()
     tenant: str = args.tenant
     cmd = args.threads_command
@@ -198,10 +308,21 @@ def _dispatch(store: TranscriptStore, args: argparse.Namespace, err: Console) ->
         store.migrate()
         out.print("schema at head")
     elif cmd == "list":
-        for th in store.list_threads(tenant, limit=args.limit):
-            out.print(
-                f"{th.id}  {th.updated_at:%Y-%m-%d %H:%M:%S}Z  key={th.key!r}  title={th.title!r}"
+        threads = store.list_threads(tenant, limit=args.limit)
+        if not threads:
+            out.print(f"tenant {tenant!r} has no threads", markup=False, highlight=False)
+            return 0
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=f"threads of tenant {tenant!r}, most recent first", title_justify="left")
+        for col in ("thread_id", "updated (UTC)", "key", "title"):
+            table.add_column(col, overflow="fold")
+        for th in threads:
+            table.add_row(  # Text: a key or title is data, never rich markup
+                th.id, f"{th.updated_at:%Y-%m-%d %H:%M:%S}", Text(th.key or ""), Text(th.title or "")
             )
+        out.print(table)
     elif cmd == "show":
         out.print(render_tree(store.tree(tenant, args.thread_id), execution=args.execution))
     elif cmd == "export":
@@ -213,8 +334,7 @@ def _dispatch(store: TranscriptStore, args: argparse.Namespace, err: Console) ->
             sys.stdout.buffer.flush()
         sys.stdout.flush()
     elif cmd == "import":  # read incrementally, validated whole before any write
-        source = sys.stdin.buffer if args.file == "-" else Path(args.file)
-        th = store.import_thread(tenant, source, new_id=args.new_id)
+        th = store.import_thread(tenant, document, new_id=args.new_id)
         out.print(f"thread_id={th.id}")
     elif cmd == "redact":
         r = store.redact(
@@ -232,9 +352,8 @@ def _dispatch(store: TranscriptStore, args: argparse.Namespace, err: Console) ->
             f"derived={d.derived} attachments_removed={d.attachments_removed}"
         )
     elif cmd == "sweep":
-        if not args.all_tenants and not tenant:
-            err.print("convmem threads sweep: give --tenant or --all-tenants")
-            return 2
+        from rich.progress import Progress
+
         scope = None if args.all_tenants else tenant
         now = datetime.now(timezone.utc)
         plan = store.sweep(scope, dry_run=True, now=now)

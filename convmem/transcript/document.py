@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
+import contextlib
 import hashlib
 import re
 from collections.abc import Callable, Iterator
@@ -574,6 +576,8 @@ class DocumentReader:
         self._started = False
         self._done = False
         self._escapes = _Escapes()
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._lines = 0  # newlines in the chunks parsed so far
         self.bytes_read = 0
 
     # -- input
@@ -585,6 +589,16 @@ class DocumentReader:
             raise ImportRefused(
                 "$", f"is over {self.limits.max_document_bytes} bytes (ImportLimits.max_document_bytes)"
             )
+        try:
+            self._utf8.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as exc:
+            offset = self.bytes_read - len(chunk) + exc.start
+            if exc.start > 0:  # read up to it, for its path; the bad byte is the news
+                with contextlib.suppress(ImportRefused):
+                    self._parse(chunk[: exc.start])
+            raise ImportRefused(
+                self._where(), f"is not UTF-8 text (byte {offset}); is this an export?"
+            ) from None
         bad = self._escapes.feed(chunk, final=not chunk)
         if bad is not None:
             if bad[0] > 0:  # read up to it, for its path
@@ -593,12 +607,15 @@ class DocumentReader:
                 self._where(), f"contains {bad[1]} (as an escape); a convmem export never does "
                 "(every write replaces NUL and lone surrogates with U+FFFD)"
             )
+        if not chunk and not self._started:
+            raise ImportRefused("$", "is empty; expected the JSON of `convmem threads export`")
         self._parse(chunk)
-        if not chunk:
-            if not self._started:
-                raise ImportRefused("$", "is empty: not a JSON document")
-            if not self._done:
-                raise ImportRefused(self._where(), "is not valid JSON: the document ends early")
+        self._lines += chunk.count(b"\n")
+        if not chunk and not self._done:
+            raise ImportRefused(
+                self._where(), f"is not valid JSON at line {self._lines + 1}: the document "
+                "ends early (the file ends early: truncated?)"
+            )
 
     def _parse(self, chunk: bytes) -> None:
         """Push bytes into the parser (``b""``: the end), then build what they complete."""
@@ -615,7 +632,11 @@ class DocumentReader:
         finally:
             del self._events[:]
         if failure is not None:
-            raise ImportRefused(self._where(), f"is not valid JSON: {_first_line(failure)}")
+            hint = "" if chunk else " (the file ends early: truncated?)"
+            raise ImportRefused(
+                self._where(),
+                f"is not valid JSON at line {self._lines + 1}: {_first_line(failure)}{hint}",
+            )
 
     def pop(self) -> Iterator[tuple[str, int | None, Any]]:
         """Values completed so far, in document order."""
@@ -660,7 +681,8 @@ class DocumentReader:
             elif event == "start_map" or event == "start_array":
                 if n + self._in_section >= max_depth:
                     raise ImportRefused(
-                        self._where(), f"nests deeper than {max_depth} levels (ImportLimits.max_depth)"
+                        self._where(),
+                        f"is nested too deeply (more than {max_depth} levels, ImportLimits.max_depth)",
                     )
                 new: Any = {} if event == "start_map" else []
                 if n > 1:
@@ -721,13 +743,20 @@ class DocumentReader:
         self._started = True
         if not values:
             if event != "start_map":
-                raise ImportRefused("$", "must be a JSON object (a convmem.thread document)")
+                got = _JSON_TYPES.get(event, event)
+                raise ImportRefused(
+                    "$", f"is not a convmem.thread document: expected a JSON object (an export), "
+                    f"got {got}"
+                )
             values.append({})
             keys.append(None)
             return
         if event == "map_key":
             if value not in TOP_LEVEL:
-                raise ImportRefused(f"$.{value}", "is not a field of a convmem.thread document")
+                raise ImportRefused(
+                    f"$.{value}", "is not a field of a thread export (this is not a "
+                    f"convmem.thread document of version {VERSION})"
+                )
             if value in self._top_seen:
                 raise ImportRefused(f"$.{value}", "is given twice")
             self._top_seen.add(value)
@@ -754,6 +783,9 @@ class DocumentReader:
                 raise self._too_long(value)
             self._complete(value)
 
+
+_JSON_TYPES = {"start_array": "list", "string": "str", "number": "number", "boolean": "bool",
+               "null": "null"}
 
 # Events of a section's item (not of the section's list itself) while no item is open.
 _INNER = frozenset({"start_map", "start_array", "string", "number", "boolean", "null"})

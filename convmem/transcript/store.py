@@ -36,8 +36,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from convmem.errors import ConfigError, TranscriptUnavailable
 from convmem.tokens import encoding
-from convmem.transcript import exchange, ops
-from convmem.transcript import migrate as _migrate
+from convmem.transcript import ops
 from convmem.transcript.document import ImportLimits
 from convmem.transcript.errors import ImportRefused
 from convmem.transcript.export import canonical_dumps
@@ -66,6 +65,7 @@ T = TypeVar("T")
 Progress = Callable[[int, int], None]
 _UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
 _Content = str | Sequence[Part]
+_VERSION_TABLE = "convmem_alembic_version"  # convmem.transcript.migrate.VERSION_TABLE
 
 
 ImportSource = str | bytes | Mapping[str, Any] | BinaryIO | os.PathLike[str]
@@ -374,8 +374,24 @@ class TranscriptStore:
     # ------------------------------------------------------------ schema
 
     def migrate(self, revision: str = "head") -> None:
-        """Create or upgrade the schema with the shipped Alembic revisions."""
-        _migrate.upgrade(self.engine, revision)
+        """Create or upgrade the schema with the shipped Alembic revisions.
+
+        Alembic is imported here, not with the store: only migrations need it.
+        """
+        from convmem.transcript import migrate as _migrate
+
+        try:
+            _migrate.upgrade(self.engine, revision)
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+
+    def has_schema(self) -> bool:
+        """Whether the database was ever migrated (a cheap check, no Alembic)."""
+        try:
+            with self.engine.connect() as conn:
+                return sa.inspect(conn).has_table(_VERSION_TABLE)
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
 
     def close(self) -> None:
         """Dispose of the sync pool (``aclose`` for the async one)."""
@@ -908,10 +924,14 @@ class TranscriptStore:
     def export_thread_to(self, tenant: str, thread_id: str, sink: BinaryIO) -> None:
         """Write the canonical export to a binary stream, a page at a time: memory holds
         one page of the thread, never all of it (``convmem.transcript.exchange``)."""
+        from convmem.transcript import exchange
+
         self._run(exchange.export_thread(self._ctx, tenant, thread_id, sink), snapshot=True)
 
     async def aexport_thread_to(self, tenant: str, thread_id: str, sink: BinaryIO) -> None:
         """Async ``export_thread_to`` (writes to a file happen off the event loop)."""
+        from convmem.transcript import exchange
+
         await self._arun(exchange.export_thread(self._ctx, tenant, thread_id, sink), snapshot=True)
 
     def export_user_view(self, tenant: str, thread_id: str) -> str:
@@ -938,6 +958,8 @@ class TranscriptStore:
         tenant, so another tenant's ids are free. Memory stays bounded whatever the
         document's size (two passes over it; a stream that cannot seek is spooled to
         a temporary file first)."""
+        from convmem.transcript import exchange
+
         source, owned = _open_source(data)
         try:
             return self._run(
@@ -959,6 +981,8 @@ class TranscriptStore:
         limits: ImportLimits | None = None,
     ) -> Thread:
         """Async ``import_thread`` (file reads happen off the event loop)."""
+        from convmem.transcript import exchange
+
         if _needs_thread(data):
             source, owned = await asyncio.to_thread(_open_source, data)
         else:

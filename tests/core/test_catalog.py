@@ -27,6 +27,14 @@ def ids(domain: Domain, text: str) -> list[list[str]]:
         ("Pull up Kestrel Aerospase", [["C-1084"]]),
         ("Pull up Krestel Aerospace", [["C-1084"]]),  # distance 2 on a long label
         ("Pull up Xrightwater Farms", []),  # first letter must be right
+        # issue 13: a typo of a whole label extends the exact alias its first words are
+        ("How is Harbor Helth Partners doing?", [["C-1051"]]),  # not the ambiguous "Harbor"
+        ("What did Pinecrest Clinic order last month?", [["C-1094"]]),
+        ("Is Brightwater Farsm on the list?", [["C-1080"]]),  # distance 2, 16+ characters
+        ("Pull the Apex Dental Lab numbers", [["C-1071"]]),  # not both "Apex Dental" customers
+        ("Northline Fods", [["C-1042", "C-1043"]]),  # the two Foods, not all three Northlines
+        ("how is ben crter doing", [["R-08"]]),  # the typo is not in the first word
+        ("Elm Court or Northline Foods?", [["C-1042", "C-1043"]]),
         ("How is the weather?", []),
     ],
 )

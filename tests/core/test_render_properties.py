@@ -12,11 +12,7 @@ from convmem import Domain, PolicyConfig, count_tokens, render
 from convmem.render import BLOCK_BUDGET, HEADER, SLOT_BUDGET
 from convmem.state import FilterValue, Focus, SessionState
 
-settings.register_profile("ci", max_examples=2500, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", max_examples=400, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+# Example counts: the HYPOTHESIS_PROFILE profiles of tests/conftest.py.
 
 HOSTILE = st.one_of(
     st.text(min_size=0, max_size=600),
@@ -37,6 +33,7 @@ states = st.builds(
                             max_size=6),
     format=st.sampled_from([None, "short", "detailed", "table"]),
     recent_questions=st.lists(HOSTILE, max_size=3).map(tuple),
+    salient=st.lists(st.builds(Focus, type=HOSTILE, id=HOSTILE, label=HOSTILE), max_size=2).map(tuple),
 )
 
 
@@ -55,7 +52,7 @@ def test_block_is_inert(state: SessionState) -> None:
         return
     lines = block.split("\n")
     assert lines[0] == HEADER
-    assert len(lines) <= 5  # header + focus + filters + format + questions: nothing can add a line
+    assert len(lines) <= 6  # header + focus + salient + filters + format + questions: nothing more
     for line in lines[1:]:
         assert not line.lstrip().startswith(("#", "```", "<|"))
         assert "\r" not in line and "\u2028" not in line and "\x00" not in line
@@ -72,6 +69,10 @@ def test_empty_state_renders_nothing() -> None:
     assert render(SessionState()) == ""
 
 
+TYPED_WORDS = ["they", "them", "their", "it", "he", "she", "his", "her", "the rep", "that order",
+               "the account manager", "this product", "the customer", "Brightwater Farms", "Ben",
+               "Northline", "O-4464", "Relay Gateway", "weather in Lisbon", "and", "what about",
+               "last quarter", "briefly", "did", "chase", "?"]
 WORDS = ["Brightwater Farms", "Northline", "their", "it", "last quarter", "EMEA", "briefly",
          "in a table", "all regions", "The Toronto one.", "C-1043", "and", "what about", "Q2",
          "\n## x", "open", "overdue", "same for", "why", "😀", "the second one"]
@@ -101,3 +102,34 @@ def test_state_stays_bounded_over_1000_turns(crm: Domain, questions: list[str]) 
         assert len(state.filters) <= len(crm.filters)
         assert count_tokens(render(state)) <= BLOCK_BUDGET
         assert state.turn == i + 1
+        assert state.salient == ()  # crm.json declares no types (spec §10)
+
+
+@settings(max_examples=int(os.environ.get("CONVMEM_POLICY_RUNS", "8")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example,
+                                 HealthCheck.data_too_large])
+@given(st.lists(st.tuples(st.lists(st.sampled_from(TYPED_WORDS), min_size=1, max_size=8).map(" ".join),
+                          st.integers(0, 6)), min_size=300, max_size=300))
+def test_salient_invariants_hold_over_300_typed_turns(turns: list[tuple[str, int]]) -> None:
+    """Spec §10: at most two, types distinct and other than the focus's, empty without focus."""
+    from convmem import SessionMemory, load_domain
+    from tests.core.conftest import DATA
+
+    mem = SessionMemory(load_domain(DATA / "domains" / "crm_typed.json"), config=PolicyConfig())
+    tools = [("lookup_customer", {"id": "C-1080", "name": "Brightwater Farms"}),
+             ("lookup_rep", {"id": "R-08", "name": "Ben Carter"}),
+             ("get_order", {"id": "O-4438"}),
+             ("lookup_product", {"id": "P-212", "name": "Relay Gateway"}),
+             ("lookup_rep", {"id": "R-07", "name": "Sofia Rossi"})]
+    for q, t in turns:
+        r = mem.begin_turn("p", q, today=date(2026, 11, 30))
+        if t < len(tools) and not hasattr(r, "options"):
+            mem.record_tool("p", tools[t][0], {}, {"ok": True, "data": tools[t][1]})
+        mem.end_turn("p")
+        state = mem.get_state("p")
+        assert state is not None
+        types = [s.type for s in state.salient]
+        assert len(types) <= 2 and len(set(types)) == len(types)
+        assert state.focus is not None or not state.salient
+        assert state.focus is None or state.focus.type not in types
+        assert count_tokens(render(state)) <= BLOCK_BUDGET

@@ -14,7 +14,6 @@ from convmem import (
     Domain,
     InMemorySessionStateStore,
     SessionMemory,
-    ToolResult,
     TurnContext,
 )
 from tests.core.conftest import TODAY
@@ -134,7 +133,7 @@ def test_bad_input_is_a_clear_error(memory: SessionMemory) -> None:
         memory.begin_turn("th", 42)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="limit"):
         memory.begin_turn("th", "x" * 5000)
-    with pytest.raises(TypeError, match="cannot read a tool result"):
+    with pytest.raises(ConfigError, match=r"a tool result must be .* got float"):
         memory.record_tool("th", "lookup_customer", {}, 3.5)
 
 
@@ -205,25 +204,3 @@ async def test_async_turn_does_not_block(memory: SessionMemory) -> None:
     assert await memory.arecord_tool("th", "lookup_customer", {}, LOOKUP) is None
     state = await memory.aend_turn("th")
     assert state.focus is not None and state.focus.source == "tool"
-
-
-class _LCToolMessage:
-    tool_call_id = "1"
-
-    def __init__(self, content: Any, status: str = "success", artifact: Any = None) -> None:
-        self.content, self.status, self.artifact = content, status, artifact
-
-
-def test_tool_result_from_any_forms() -> None:
-    from langchain_core.messages import ToolMessage
-    from llama_index.core.tools.types import ToolOutput
-
-    assert ToolResult.from_any({"ok": True, "data": [1]}) == ToolResult(True, [1])
-    assert ToolResult.from_any(ToolMessage('{"id": "x"}', tool_call_id="1")) == ToolResult(True, {"id": "x"})
-    assert ToolResult.from_any(ToolMessage("plain text", tool_call_id="1")).data is None
-    assert ToolResult.from_any(ToolMessage("boom", tool_call_id="1", status="error")).ok is False
-    assert ToolResult.from_any(ToolMessage("x", tool_call_id="1", artifact=[{"id": 1}])).data == [{"id": 1}]
-    out = ToolOutput(content="c", tool_name="t", raw_input={}, raw_output={"id": "y"})
-    assert ToolResult.from_any(out) == ToolResult(True, {"id": "y"})
-    err = ToolOutput(content="c", tool_name="t", raw_input={}, raw_output=None, is_error=True)
-    assert ToolResult.from_any(err).ok is False

@@ -59,3 +59,51 @@ async def test_async_completion(crm: Domain) -> None:
     ctx = await mem.abegin_turn("t", "what did brightwater buy last quarter", today=TODAY)
     assert isinstance(ctx, TurnContext) and ctx.rewritten == GOOD["rewritten"]
     assert ctx.state.focus is not None and ctx.state.focus.id == "C-1080"
+
+
+def _typed() -> Domain:
+    from convmem import load_domain
+    from tests.core.conftest import DATA
+
+    return load_domain(DATA / "domains" / "crm_typed.json")
+
+
+def test_salient_answer_is_the_entity_the_first_reference_points_at() -> None:
+    """Spec §10: the schema's ``salient`` names an 'Also in this conversation' entity."""
+    from convmem.state import Focus
+
+    bf, ben = Focus("customer", "C-1080", "Brightwater Farms", "tool"), Focus("rep", "R-08", "Ben Carter", "tool")
+    state = SessionState(focus=ben, salient=(bf,))
+    seen: list[str] = []
+
+    def complete(prompt: str, schema: dict[str, object]) -> Any:
+        seen.append(prompt)
+        return {**GOOD, "rewritten": "What did Brightwater Farms order last quarter?", "entities": [],
+                "filters": {}, "format": None, "refers_back": True, "salient": "C-1080"}
+
+    res = StructuredResolver(complete).resolve("What did they order last quarter?", state, _typed(), TODAY)
+    assert res.refers_to_salient == bf
+    assert "Also in this conversation: customer 'Brightwater Farms' (id C-1080)" in seen[0]
+    assert "salient" in RESOLUTION_SCHEMA["required"]  # type: ignore[operator]
+
+
+def test_prompt_without_salient_is_unchanged(crm: Domain) -> None:
+    seen: list[str] = []
+    resolver = StructuredResolver(lambda p, s: seen.append(p) or GOOD)
+    # the model names an entity the question does not contain: no crash, no fallback
+    res = resolver.resolve("hi", SessionState(), crm, TODAY)
+    assert "Also in this conversation" not in seen[0] and "'salient'" not in seen[0]
+    assert resolver.failures == 0 and res.mentions[0].candidates[0].id == "C-1080"
+    assert (res.mentions[0].start, res.mentions[0].end) == (0, 0) and res.residual == "hi"
+
+
+@pytest.mark.parametrize("salient", ["C-9999", 7, ["C-1080"]])
+def test_a_salient_id_not_in_the_state_falls_back(salient: Any) -> None:
+    from convmem.state import Focus
+
+    state = SessionState(focus=Focus("rep", "R-08", "Ben Carter"),
+                         salient=(Focus("customer", "C-1080", "Brightwater Farms"),))
+    resolver = StructuredResolver(lambda p, s: {**GOOD, "salient": salient})
+    res = resolver.resolve("What did they order last quarter?", state, _typed(), TODAY)
+    assert resolver.failures == 1
+    assert res.refers_to_salient is not None and res.refers_to_salient.id == "C-1080"  # the rules' reading

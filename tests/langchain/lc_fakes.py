@@ -1,10 +1,7 @@
-"""A scripted tool-calling chat model that records every prompt it is sent.
-
-langchain-core's ``FakeMessagesListChatModel`` answers from a list; this subclass
-adds what the tests assert on (``received``: the exact messages of every call),
-``bind_tools`` (``create_agent`` binds the agent's tools) and a native async path.
-It refuses to cycle: a call past the script is a test failure, not a repeat.
-"""
+"""Test helpers around the shipped ``langchain_convmem.testing.ScriptedChatModel``
+(a scripted tool-calling chat model that records every prompt it is sent and refuses
+to run past its script): tool-call messages, prompt shapes and token counts, a spy
+middleware, and a model that never answers in the structured form."""
 
 from __future__ import annotations
 
@@ -13,52 +10,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import LanguageModelInput
-from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
-from langchain_core.tools import BaseTool
-from pydantic import Field
 
 from convmem.tokens import count_message_tokens
 from langchain_convmem import LLMResolver
-
-
-class ScriptedChatModel(FakeMessagesListChatModel):
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        if len(self.received) >= len(self.responses):
-            raise AssertionError(f"model called {len(self.received) + 1} times; script has "
-                                 f"{len(self.responses)}")
-        self.received.append(list(messages))
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._generate(messages, stop, None, **kwargs)
-
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        return self  # type: ignore[return-value]
+from langchain_convmem.testing import ScriptedChatModel
 
 
 def call(tool: str, call_id: str, **args: Any) -> AIMessage:

@@ -111,7 +111,7 @@ def test_model_sees_system_block_and_current_turn_only(memory: SessionMemory) ->
 
 def test_without_rewrite_the_model_gets_the_users_words(memory: SessionMemory) -> None:
     model = ScriptedChatModel(responses=[AIMessage("Loaded."), AIMessage("Ben Carter.")])
-    agent = _agent(model, memory)
+    agent = _agent(model, memory, rewrite=False)
     agent.invoke(_ask("Pull up Brightwater Farms."), CFG)
     agent.invoke(_ask("Who's their rep?"), CFG)
     assert shape(model.received[1])[1:] == [("human", "Who's their rep?")]

@@ -78,3 +78,22 @@ async def test_async_path_through_the_session(crm: Domain) -> None:
     assert started.state.focus is not None and started.state.focus.id == "C-1080"
     assert started.state.format == "table"
     assert len(model.received) == 1
+
+
+def test_salient_travels_through_with_structured_output() -> None:
+    """Spec §10: the core schema's ``salient`` comes back through LangChain's tool call."""
+    from pathlib import Path
+
+    from convmem import load_domain
+    from convmem.state import Focus
+
+    typed = load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm_typed.json")
+    bf = Focus("customer", "C-1080", "Brightwater Farms", "tool")
+    state = SessionState(focus=Focus("rep", "R-08", "Ben Carter", "tool"), salient=(bf,))
+    model = ScriptedChatModel(responses=[_answer(
+        rewritten="What did Brightwater Farms order last quarter?", entities=[], filters={},
+        clear_filters=[], format=None, refers_back=True, salient="C-1080")])
+    resolver = LLMResolver(model)
+    res = resolver.resolve("What did they order last quarter?", state, typed, TODAY)
+    assert resolver.failures == 0 and res.refers_to_salient == bf
+    assert "Also in this conversation: customer 'Brightwater Farms'" in model.received[0][-1].text

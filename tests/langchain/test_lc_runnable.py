@@ -87,7 +87,7 @@ def test_clarification_shapes(memory: SessionMemory) -> None:
 
 def test_without_history_key_the_block_leads_the_messages(memory: SessionMemory) -> None:
     model = _model("Loaded.", "Fresno.")
-    chain = RunnableWithSessionMemory(model, memory)
+    chain = RunnableWithSessionMemory(model, memory, rewrite=False)
     chain.invoke([HumanMessage("Pull up Brightwater Farms.")], _cfg())
     assert shape(model.received[0]) == [("system", BLOCK1), ("human", "Pull up Brightwater Farms.")]
     chain.invoke("Where are they?", _cfg())  # a plain string works too

@@ -20,6 +20,7 @@ from llama_index.core.utils import get_tokenizer
 from convmem.domain import Domain, load_domain
 from convmem.session import SessionMemory
 from convmem.tokens import encoding
+from convmem.transcript import TranscriptStore
 
 # One-off loads done before any coroutine test runs: they read files once per process,
 # which is not per-turn blocking (LlamaIndex engines load their tokenizer on construction).
@@ -62,10 +63,13 @@ def session(crm: Domain) -> SessionMemory:
 # --------------------------------------------------------------------------- transcript
 
 
-
-
-
 @pytest.fixture
 def tenant() -> str:
     """A tenant no other test uses (the PostgreSQL database is shared by the run)."""
     return f"li-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def recorded(crm: Domain, transcript: TranscriptStore, tenant: str) -> SessionMemory:
+    """A ``SessionMemory`` recording into the ``transcript`` (SQLite or PostgreSQL)."""
+    return SessionMemory(crm, transcript=transcript, clock=lambda: TODAY, tenant=tenant)

@@ -7,9 +7,11 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.bridge.pydantic import Field
-from llama_index.core.llms import ChatMessage
+from llama_index.core.llms import ChatMessage, ChatResponse, LLMMetadata
 from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from convmem.transcript import ReconstructedInput
 
 
 def roles_and_text(messages: Sequence[ChatMessage] | None) -> list[tuple[str, str]]:
@@ -64,3 +66,61 @@ class RecordingRetriever(BaseRetriever):
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._retrieve(query_bundle)
+
+
+class CapturingLLM(CountingLLM):
+    """Keeps every message list it is sent (the mock keeps only the last; its ``achat``
+    goes through ``chat``), every completion prompt, and answers from ``answers`` when
+    given (else it echoes its prompt, as the mock does)."""
+
+    def __init__(
+        self, answers: Sequence[str] = (), window: int | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.__dict__["received"] = []
+        self.__dict__["prompts"] = []
+        self.__dict__["answers"] = list(answers)
+        self.__dict__["window"] = window
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        """The mock's metadata; with ``window=``, that context window (engines size
+        their prompts from it)."""
+        meta = super().metadata
+        window = self.__dict__["window"]
+        return meta if window is None else meta.model_copy(update={"context_window": window})
+
+    @property
+    def received(self) -> list[list[tuple[str, str]]]:
+        return self.__dict__["received"]  # type: ignore[no-any-return]
+
+    @property
+    def prompts(self) -> list[str]:
+        return self.__dict__["prompts"]  # type: ignore[no-any-return]
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
+        self.received.append(roles_and_text(messages))
+        response = super().chat(messages, **kwargs)
+        answers: list[str] = self.__dict__["answers"]
+        if answers:
+            text = answers.pop(0)
+            response = ChatResponse(message=ChatMessage(role="assistant", content=text), delta=text)
+        return response
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        self.prompts.append(prompt)
+        return super().complete(prompt, formatted=formatted, **kwargs)
+
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        self.prompts.append(prompt)
+        return await super().acomplete(prompt, formatted=formatted, **kwargs)
+
+
+def sent(r: ReconstructedInput) -> list[tuple[str, str]]:
+    """The record's model input in LlamaIndex's shape: the engine's system prompt, the
+    memory's system message (block or clarification instruction), the question as sent."""
+    out = [("system", t) for t in (r.system_prompt, r.rendered_block) if t]
+    out += [(m.role, m.text) for m in r.messages]
+    ours = r.user_message.extra.get("convmem") or {}
+    out.append(("user", ours.get("sent_as", r.user_message.text)))
+    return out

@@ -152,3 +152,17 @@ def test_roles_outside_the_transcript_map_to_the_nearest(
         "system", "system", "user", "assistant", "tool", "tool", "assistant", "assistant",
     ]
     assert [m.role for m in store.get_messages("k")] == list(MessageRole)
+
+
+def test_nul_and_lone_surrogates_are_normalised_on_every_backend(
+    transcript: TranscriptStore, tenant: str
+) -> None:
+    """``convmem.identity.clean_text``: stored as U+FFFD (PostgreSQL cannot store a NUL)."""
+    store = ConvMemChatStore(transcript, tenant=tenant)
+    store.add_messages("k", [
+        ChatMessage(role="user", content="a\x00b\ud800"),
+        ChatMessage(role="tool", content="x\x00", additional_kwargs={"tool_call_id": "c1"}),
+    ])
+    got = store.get_messages("k")
+    assert [m.content for m in got] == ["a\ufffdb\ufffd", "x\ufffd"]
+    store.delete_thread("k")

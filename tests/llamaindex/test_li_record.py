@@ -4,7 +4,6 @@ commit point 1 only."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,12 +14,9 @@ from llama_index.core.llms import ChatMessage
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
 
-from convmem.domain import Domain
 from convmem.session import SessionMemory
-from convmem.transcript import ReconstructedInput, TranscriptStore
 from llamaindex_convmem import ConvMemChatEngine, ConvMemMemory, wrap_tools
-from tests.llamaindex.conftest import TODAY
-from tests.llamaindex.li_helpers import CountingLLM, roles_and_text
+from tests.llamaindex.li_helpers import CapturingLLM, CountingLLM, roles_and_text, sent
 from tests.llamaindex.test_agent import SYSTEM as AGENT_SYSTEM
 from tests.llamaindex.test_agent import Script, lookup_customer, lookup_rep, search_customers
 from tests.recorded_inputs import Record, arecord, record
@@ -31,40 +27,9 @@ QUESTIONS = ["Pull up Brightwater Farms.", "Who's their rep?", "How is Summit do
 
 
 
-@pytest.fixture
-def recorded(crm: Domain, transcript: TranscriptStore) -> SessionMemory:
-    return SessionMemory(crm, transcript=transcript, clock=lambda: TODAY,
-                         tenant=f"t-{uuid.uuid4().hex[:10]}")
-
-
-class CapturingLLM(CountingLLM):
-    """Keeps every message list it is sent (the mock keeps only the last; its ``achat``
-    goes through ``chat``)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.__dict__["received"] = []
-
-    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
-        self.__dict__["received"].append(roles_and_text(messages))
-        return super().chat(messages, **kwargs)
-
-
 class BrokenLLM(CountingLLM):
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
         raise RuntimeError("provider down")
-
-
-def sent(r: ReconstructedInput) -> list[tuple[str, str]]:
-    """The record's model input in LlamaIndex's shape: the engine's system prompt, the
-    memory's system message (block or clarification instruction), the question as sent."""
-    out = [("system", t) for t in (r.system_prompt, r.rendered_block) if t]
-    out += [(m.role, m.text) for m in r.messages]
-    ours = r.user_message.extra.get("convmem") or {}
-    out.append(("user", ours.get("sent_as", r.user_message.text)))
-    return out
-
-
 
 
 def _engine(session: SessionMemory, llm: CountingLLM) -> ConvMemChatEngine:

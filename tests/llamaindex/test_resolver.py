@@ -118,3 +118,27 @@ def test_provider_error_falls_back(crm: Domain) -> None:
     assert isinstance(started, TurnContext)
     assert resolver.failures == 1
     assert started.state.filters["region"].value == "emea"
+
+
+def test_salient_travels_through_structured_predict() -> None:
+    """Spec §10: the pydantic model mirrors the core schema's ``salient`` (nullable, and in
+    OpenAI's strict schema listed as required); a reply without it still parses."""
+    from pathlib import Path
+
+    from openai.resources.chat.completions.completions import _type_to_response_format
+
+    from convmem import load_domain
+    from convmem.state import Focus, SessionState
+    from llamaindex_convmem.resolver import ResolutionModel
+
+    schema = _type_to_response_format(ResolutionModel)["json_schema"]["schema"]  # type: ignore[index]
+    assert "salient" in schema["required"] and schema["additionalProperties"] is False
+    typed = load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm_typed.json")
+    bf = Focus("customer", "C-1080", "Brightwater Farms", "tool")
+    state = SessionState(focus=Focus("rep", "R-08", "Ben Carter", "tool"), salient=(bf,))
+    reply = json.loads(_reply("What did Brightwater Farms order last quarter?", [], True))
+    llm = ScriptedLLM(replies=[json.dumps({**reply, "salient": "C-1080"}), json.dumps(reply)])
+    resolver = LLMResolver(llm)
+    assert resolver.resolve("What did they order last quarter?", state, typed, TODAY).refers_to_salient == bf
+    assert resolver.resolve("What did they order?", state, typed, TODAY).refers_to_salient is None
+    assert resolver.failures == 0

@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import signal
+import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import date
@@ -29,7 +31,7 @@ from convmem.errors import ConfigError, StateUnavailable, VersionConflict
 from convmem.state import SessionState
 from convmem.stores import RedisClusterSessionStateStore, RedisSessionStateStore, state_key
 from convmem.testing import SessionStateStoreSpec
-from convmem.testing.servers import RedisServer, free_port
+from convmem.testing.servers import RedisServer, free_port, redis_command
 from convmem.testing.state_store_spec import TENANT, StoreDriver, rich_state
 
 MODES = ("sync", "async")
@@ -292,12 +294,15 @@ def test_key_layout_value_format_and_ttl(redis_url: str, key_prefix: str) -> Non
     raw = redis.Redis.from_url(redis_url)
     try:
         store.save("tenant-a", "thread-1", rich_state(), expected_version=0)
-        key = f"{key_prefix}:v1:state:{{tenant-a:thread-1}}"
+        key = f"{key_prefix}:v2:state:{{tenant-a:thread-1}}"
         stored = raw.get(key) or b""
-        assert stored.startswith(b'{"v":1,"version":1,')  # STATE_HEAD: CAS reads no JSON
+        assert stored.startswith(b'{"v":2,"version":1,')  # STATE_HEAD: CAS reads no JSON
         value = json.loads(stored)
-        assert (value["v"], value["version"]) == (1, 1)
+        assert (value["v"], value["version"]) == (2, 1)
         assert 110_000 < raw.pttl(key) <= 120_000
+        # spec §5: separators and braces escaped inside the one hash tag
+        store.save("acme:eu", "{mail@x.example}:42", rich_state(), expected_version=0)
+        assert raw.exists(f"{key_prefix}:v2:state:{{acme%3Aeu:%7Bmail@x.example%7D%3A42}}")
     finally:
         store.close()
         raw.close()
@@ -332,7 +337,14 @@ async def test_cold_script_cache_falls_back_to_eval(
         b'{"version":-7,"v":1}',
         b'{"version":"7","v":1}',
         b'{"version":true,"v":1}',
-        b'{"v":2,"version":7}',
+        b'{"v":2,"version":7}',  # the current format's head
+        b'{"v":2,"version":7,"salient":[]}',
+        b'{"version":7,"v":2}',
+        b'{"v":3,"version":7}',  # a format we cannot read
+        b'{"version":7,"v":3}',
+        b'{"version":7,"v":"2"}',
+        b'{"version":7,"v":2.0}',
+        b'{"v":12,"version":7}',
         b'{"v": 1, "version": 7}',  # not our head (spaces): decoded
         b"[7]",
         b"\xff\x00garbage",
@@ -524,3 +536,218 @@ async def test_fifty_concurrent_facade_turns_lose_no_saved_update(
     finally:
         await store.aclose()
 
+
+
+# --------------------------------------------------------------------------- misconfiguration
+# Spec §5: an outage degrades, a misconfiguration raises ConfigError naming the cause,
+# on first contact and on every call after (issue 11, finding 9).
+
+
+@pytest.fixture
+def garbage_server() -> Iterator[int]:
+    """A TCP server of this test's own that answers anything with an HTTP error: a port
+    that is not Redis. Yields its port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            with conn:
+                try:
+                    conn.settimeout(1)
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                except OSError:
+                    pass
+
+    worker = threading.Thread(target=serve, daemon=True)
+    worker.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        worker.join(timeout=5)
+        listener.close()
+
+
+def _require_password(server: RedisServer, password: str) -> None:
+    """Turn on AUTH on our own throwaway server."""
+    assert redis_command("127.0.0.1", server.port, "CONFIG", "SET", "requirepass", password
+                         ).startswith(b"+OK")
+
+
+async def _every_call_raises_config_error(store: Any, mode: str, match: str) -> None:
+    """load, save, delete, list and ping: each raises ConfigError, again and again."""
+    api = StoreDriver(store, mode)  # type: ignore[arg-type]
+    for _ in range(3):  # not "degraded forever after one warning"
+        with pytest.raises(ConfigError, match=match):
+            await api.load(TENANT, "t1")
+        with pytest.raises(ConfigError, match=match):
+            await api.save(TENANT, "t1", rich_state(), expected_version=0)
+        with pytest.raises(ConfigError, match=match):
+            await api.delete(TENANT, "t1")
+        with pytest.raises(ConfigError, match=match):
+            await api.threads(TENANT)
+        with pytest.raises(ConfigError, match=match):
+            if mode == "sync":
+                await asyncio.to_thread(store.ping)
+            else:
+                await store.aping()
+    assert store.stats.degraded == 0
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("credentials", ["", ":wrong@", "someone:wrong@"])
+async def test_refused_credentials_are_a_config_error_not_an_outage(
+    mode: str, strict: bool, credentials: str, throwaway_redis: RedisServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await asyncio.to_thread(_require_password, throwaway_redis, "s3cret")
+    url = f"redis://{credentials}127.0.0.1:{throwaway_redis.port}/0"
+    store = RedisSessionStateStore(url, strict=strict)
+    try:
+        with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+            await _every_call_raises_config_error(store, mode, "refused our credentials")
+        assert _warnings(caplog) == []
+        with pytest.raises(ConfigError) as info:
+            await asyncio.to_thread(store.load, TENANT, "t1")
+        assert "wrong" not in str(info.value), "the password is never echoed"
+        # The same server with the right password: the store works.
+        good = RedisSessionStateStore(f"redis://:s3cret@127.0.0.1:{throwaway_redis.port}/0")
+        api = StoreDriver(good, mode)  # type: ignore[arg-type]
+        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+        await good.aclose()
+        await asyncio.to_thread(good.close)
+    finally:
+        await store.aclose()
+        await asyncio.to_thread(store.close)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("mode", MODES)
+async def test_database_beyond_the_servers_databases_is_a_config_error(
+    mode: str, throwaway_redis: RedisServer
+) -> None:
+    # redis-server's default `databases` is 16: 0..15
+    store = RedisSessionStateStore(f"redis://127.0.0.1:{throwaway_redis.port}/16")
+    try:
+        await _every_call_raises_config_error(store, mode, "database number")
+    finally:
+        await store.aclose()
+        await asyncio.to_thread(store.close)
+
+
+@pytest.mark.redis
+@pytest.mark.cluster
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", [RedisSessionStateStore, RedisClusterSessionStateStore])
+async def test_a_server_that_does_not_speak_redis_is_a_config_error(
+    mode: str, backend: type[Any], garbage_server: int
+) -> None:
+    store = backend(f"redis://127.0.0.1:{garbage_server}/0")
+    try:
+        await _every_call_raises_config_error(store, mode, "does not speak the Redis protocol")
+    finally:
+        await store.aclose()
+        await asyncio.to_thread(store.close)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("mode", MODES)
+async def test_cluster_store_on_a_standalone_server_is_a_config_error(
+    mode: str, redis_url: str
+) -> None:
+    store = RedisClusterSessionStateStore(redis_url)
+    try:
+        await _every_call_raises_config_error(store, mode, "use RedisSessionStateStore")
+    finally:
+        await store.aclose()
+        await asyncio.to_thread(store.close)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("mode", MODES)
+async def test_server_out_of_memory_degrades_like_an_outage(
+    mode: str, throwaway_redis: RedisServer, own_store: RedisSessionStateStore
+) -> None:
+    api = StoreDriver(own_store, mode)  # type: ignore[arg-type]
+    assert await api.save(TENANT, "t1", rich_state(1), expected_version=0) == 1
+    for setting in (("maxmemory-policy", "noeviction"), ("maxmemory", "1")):
+        await asyncio.to_thread(redis_command, "127.0.0.1", throwaway_redis.port,
+                                "CONFIG", "SET", *setting)
+    assert await api.save(TENANT, "t2", rich_state(), expected_version=0) == 1  # unsaved
+    assert own_store.stats.degraded == 1
+    loaded = await api.load(TENANT, "t1")  # reads still work: the incident ends
+    assert loaded is not None and loaded.turn == 1
+
+
+@pytest.mark.redis
+@pytest.mark.cluster
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+async def test_ping_answers_for_a_healthy_server_and_names_an_outage(
+    mode: str, backend: str, urls: dict[str, str]
+) -> None:
+    healthy = STORE_CLASSES[backend](urls[backend])
+    dead = STORE_CLASSES[backend](f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        if mode == "sync":
+            assert await asyncio.to_thread(healthy.ping) is None
+            with pytest.raises(StateUnavailable, match="unavailable"):
+                await asyncio.to_thread(dead.ping)
+        else:
+            assert await healthy.aping() is None
+            with pytest.raises(StateUnavailable, match="unavailable"):
+                await dead.aping()
+        # ping reports; it is not a turn: nothing degraded, turns still degrade quietly
+        assert dead.stats.degraded == 0
+        assert await StoreDriver(dead, mode).load(TENANT, "t1") is None  # type: ignore[arg-type]
+        assert dead.stats.degraded == 1
+    finally:
+        for store in (healthy, dead):
+            await store.aclose()
+            await asyncio.to_thread(store.close)
+
+
+@pytest.mark.parametrize("backend", [RedisSessionStateStore, RedisClusterSessionStateStore])
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("localhost:6379", "schemes"),
+        ("http://127.0.0.1:6379/0", "schemes"),
+        ("redis://127.0.0.1:notaport/0", "Port"),
+        ("redis://127.0.0.1:99999/0", "Port"),
+        ("redis://127.0.0.1:6379/zero", "database number"),
+        ("redis://127.0.0.1:6379/0?socket_timeout=soon", "socket_timeout"),
+        ("", "schemes"),
+    ],
+)
+def test_malformed_url_is_refused_at_construction(
+    backend: type[Any], url: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError, match="malformed Redis URL") as info:
+        backend(url)
+    assert fragment in str(info.value)
+
+
+def test_malformed_url_error_never_shows_the_password() -> None:
+    with pytest.raises(ConfigError, match="malformed Redis URL") as info:
+        RedisSessionStateStore("redis://app:hunter2@127.0.0.1:6379/zero")
+    assert "hunter2" not in str(info.value) and "app:***@" in str(info.value)
+    with pytest.raises(ConfigError, match="malformed Redis URL") as info:
+        RedisSessionStateStore("redis://app:hunter2@127.0.0.1:port/0")
+    assert "hunter2" not in str(info.value)
+
+
+def test_cluster_url_must_name_database_zero() -> None:
+    with pytest.raises(ConfigError, match="only database 0"):
+        RedisClusterSessionStateStore("redis://127.0.0.1:7000/3")
+    RedisClusterSessionStateStore("redis://127.0.0.1:7000/0")  # lazy: nothing contacted
+    RedisSessionStateStore("redis://127.0.0.1:6379/3")

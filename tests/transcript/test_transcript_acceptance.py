@@ -83,7 +83,7 @@ def test_demo_export_import_export_sqlite_to_postgres(
     try:
         assert again.read_bytes() == a_json.read_bytes()
     finally:
-        convmem_cli("threads", "--db", postgres_url, "--tenant", "demo", "delete", thread_id)
+        convmem_cli("threads", "--db", postgres_url, "--tenant", "demo", "delete", thread_id, "--yes")
 
 
 @pytest.mark.sqlite
@@ -130,7 +130,7 @@ def test_show_draws_the_demo_branches_and_marks_the_active_path(
         (line,) = [ln for ln in lines if text in ln]
         return line
 
-    assert "○" in line_of("export a report to PDF?")  # the question before the edit
+    assert "○" in line_of("The Toronto one.")  # the question before the edit
     assert "●" in line_of("export a report to CSV?")  # the edit, on the active path
     assert "○" in line_of("Answer (edited question)")  # the answer before regeneration
     assert "●" in line_of("Answer (regenerated)")

@@ -55,7 +55,7 @@ def test_cli_round_trip_and_subcommands(
         "ops",
     )
     assert "0 expired" in dry and "dry run" in dry
-    deleted = _cli(capsys, "--db", b, "--tenant", "demo", "delete", tid)
+    deleted = _cli(capsys, "--db", b, "--tenant", "demo", "delete", tid, "--yes")
     assert f"deleted thread_id={tid} messages=6" in deleted
     assert main(["threads", "--db", b, "--tenant", "other", "show", tid]) == 1
 
@@ -75,7 +75,7 @@ def test_cli_sqlite_export_imports_into_postgres(
     (tmp_path / "a.json").write_text(exported, "utf-8")
     _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "import", str(tmp_path / "a.json"))
     assert _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "export", tid) == exported
-    _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "delete", tid)
+    _cli(capsys, "--db", postgres_url, "--tenant", "cli-pg", "delete", tid, "--yes")
 
 
 @pytest.mark.sqlite
@@ -83,7 +83,7 @@ def test_cli_import_refuses_a_hostile_document_from_stdin(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 11: ``threads import -`` streams stdin (spooled, read twice) and a refusal
-    is one line naming the JSON path, exit code 1, nothing written."""
+    is one line naming the JSON path, exit code 2 (a bad file), nothing written."""
     import io
     import json
 
@@ -96,7 +96,7 @@ def test_cli_import_refuses_a_hostile_document_from_stdin(
     doc["messages"][1]["parent_id"] = doc["messages"][1]["id"]  # a self-parent
     stdin = io.TextIOWrapper(io.BytesIO(json.dumps(doc).encode()), encoding="utf-8")
     monkeypatch.setattr("sys.stdin", stdin)
-    assert main(["threads", "--db", a, "--tenant", "demo", "import", "-"]) == 1
+    assert main(["threads", "--db", a, "--tenant", "demo", "import", "-"]) == 2
     err = capsys.readouterr().err
     assert "import refused: $.messages[1].parent_id" in err and "Traceback" not in err
     assert store.list_threads("demo") == []

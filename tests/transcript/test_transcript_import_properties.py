@@ -5,7 +5,7 @@ text, any JSON in ``extra`` and metadata, attachments, model inputs, derived mem
 — imports and exports again byte for byte; and any mutation of such a document is
 either imported or refused with ``ImportRefused``/``ThreadExists``, never another
 exception, and a refusal writes nothing. Example counts follow HYPOTHESIS_PROFILE
-(``ci`` small, ``deep`` large): each example is a real import into the database.
+through ``storage_examples`` (``ci``: 25): each example is a real import.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -26,10 +25,10 @@ from hypothesis import strategies as st
 from convmem.transcript import ImportRefused, ThreadExists, TranscriptStore
 from convmem.transcript.export import canonical_dumps
 from convmem.transcript.models import CONTENT_TABLES
+from tests.conftest import storage_examples
 
-EXAMPLES = {"ci": 20, "deep": 400}.get(os.environ.get("HYPOTHESIS_PROFILE", "dev"), 40)
 SETTINGS = settings(
-    max_examples=EXAMPLES,
+    max_examples=storage_examples(),  # each example is a real import (tests/conftest.py)
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                            HealthCheck.data_too_large],
