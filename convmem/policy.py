@@ -21,7 +21,7 @@ from typing import Any
 from convmem.catalog import Mention
 from convmem.domain import Domain, Entity, PeriodFilter, ToolRule, VocabFilter
 from convmem.periods import is_period_value
-from convmem.resolve import Resolution, label_text
+from convmem.resolve.resolution import Resolution, label_text
 from convmem.state import (
     FilterValue,
     Focus,

@@ -1,27 +1,19 @@
-"""Errors specific to the durable record (subclasses of the ``convmem.errors`` tree).
+"""Errors specific to the durable record; the whole tree is drawn in ``convmem.errors``.
 
-ConfigError
-├── ThreadExists     an id or key is already taken in this tenant (import: ``--new-id``)
-├── ThreadNotFound   no such thread *in this tenant* (another tenant's thread looks absent)
-│   └── ThreadDeleted   (also a TranscriptUnavailable) the thread a turn began on was
-│                       deleted since: the turn's commit point writes nothing
-└── ImportRefused    an import document is not one convmem could have written; names
-                     the JSON path (``$.messages[0].parent_id``); nothing was written
-
-ConvMemError
-└── RecordCorrupt    a stored thread breaks the record's invariants (a parent cycle)
+``ThreadNotFound`` is a ``NotFound`` (a ``LookupError``), not a ``ConfigError``: the
+call was fine, the thread (message, attachment) is not there for this tenant.
 """
 
 from __future__ import annotations
 
-from convmem.errors import ConfigError, ConvMemError, TranscriptUnavailable
+from convmem.errors import ConfigError, ConvMemError, NotFound, TranscriptUnavailable
 
 
 class ThreadExists(ConfigError):
     """A thread with this id or key already exists for the tenant."""
 
 
-class ThreadNotFound(ConfigError, LookupError):
+class ThreadNotFound(NotFound):
     """The thread (or a message in it) does not exist for this tenant.
 
     Cross-tenant access raises this too, so a caller cannot learn that another

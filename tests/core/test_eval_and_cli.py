@@ -100,8 +100,8 @@ def test_public_api_is_pinned() -> None:
     assert sorted(convmem.__all__) == sorted([
         "RESOLUTION_SCHEMA", "Catalog", "Clarification", "ConfigError", "ConvMemError",
         "CorruptState", "Domain", "Entity", "FilterValue", "Focus", "InMemoryCatalog",
-        "InMemorySessionStateStore", "Mention", "ModelCall", "Option", "PendingClarification", "PeriodFilter",
-        "PolicyConfig", "Resolution", "Resolver", "RuleResolver", "SessionMemory", "SessionState",
+        "InMemorySessionStateStore", "Mention", "ModelCall", "NotFound", "Option", "PendingClarification", "PeriodFilter",
+        "PolicyConfig", "Resolution", "Resolver", "ResolverError", "RuleResolver", "SessionMemory", "SessionState",
         "SessionStats",
         "SessionStateStore", "StateUnavailable", "StructuredResolver", "ToolFocusRule", "ToolResult",
         "ToolRule", "TopicDetector", "TranscriptUnavailable", "TurnContext", "VersionConflict",

@@ -1,0 +1,230 @@
+"""``StructuredResolver``: what an LLM resolver needs, framework-free.
+
+The prompt, the JSON schema a model answers with (``RESOLUTION_SCHEMA``), validation
+of the answer against the domain, and a fallback resolver (``RuleResolver``) when the
+model fails, refuses or answers garbage. A failed answer is a ``ResolverError`` (the
+adapters' ``complete_json`` raise it for a provider error; validation raises it naming
+the field); the resolver counts it in ``failures``, logs one WARNING on
+``convmem.resolve`` and returns the fallback's resolution. The adapters
+(``langchain_convmem.LLMResolver``, ``llamaindex_convmem.LLMResolver``) only supply
+``complete_json`` around their frameworks' structured-output calls.
+
+Validation is one flow (``convmem.effects``) yielding a catalog lookup per entity the
+model named, so ``aresolve`` awaits ``afind`` where ``resolve`` calls ``find``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Callable, Mapping
+from datetime import date
+
+from convmem.catalog import Mention
+from convmem.domain import Domain, PeriodFilter, VocabFilter
+from convmem.effects import Flow, aperform, call, do, perform
+from convmem.errors import ResolverError
+from convmem.periods import is_period_value
+from convmem.render import ID_TOKENS, NAME_TOKENS, inert, inert_label
+from convmem.resolve.cues import residual
+from convmem.resolve.resolution import Resolution, Resolver
+from convmem.resolve.rules import RuleResolver
+from convmem.state import FORMATS, SessionState
+
+__all__ = ["RESOLUTION_SCHEMA", "StructuredResolver"]
+
+#: The JSON schema a model must answer with; ``StructuredResolver`` validates against it.
+RESOLUTION_SCHEMA: dict[str, object] = {
+    "title": "Resolution",
+    "type": "object",
+    "properties": {
+        "rewritten": {"type": "string", "description": "the question made self-contained"},
+        "entities": {"type": "array", "items": {"type": "string"},
+                     "description": "names of things the question names, as written"},
+        "filters": {"type": "object", "additionalProperties": {"type": "string"},
+                    "description": "filter key -> normalised value stated in the question"},
+        "clear_filters": {"type": "array", "items": {"type": "string"}},
+        "format": {"type": ["string", "null"], "enum": ["short", "detailed", "table", None]},
+        "refers_back": {"type": "boolean",
+                        "description": "true when the question refers to the current topic"},
+        "salient": {"type": ["string", "null"],
+                    "description": "id of the 'Also in this conversation' entity the question's "
+                                   "first reference (a pronoun, or 'that/this/the' + noun) points "
+                                   "at, or null"},
+    },
+    "required": ["rewritten", "entities", "filters", "clear_filters", "format", "refers_back",
+                 "salient"],
+    "additionalProperties": False,
+}
+
+_log = logging.getLogger("convmem.resolve")
+
+#: What makes an answer unusable, so the fallback answers instead: ``ResolverError``
+#: (raised by validation and by the adapters' ``complete_json``), and the ``ValueError``,
+#: ``TypeError`` and ``KeyError`` a hand-written ``complete_json`` raises (``json.loads``,
+#: a missing key in a provider's reply).
+ANSWER_FAILURES: tuple[type[Exception], ...] = (ResolverError, ValueError, TypeError, KeyError)
+
+
+class StructuredResolver:
+    """What an LLM resolver needs, framework-free: the prompt, the schema, validation of the
+    answer against the domain, and a fallback (``RuleResolver``) on failure or garbage.
+
+    ``complete_json(prompt, schema)`` may be sync or async and may return a dict or a JSON
+    string; the adapters wrap their frameworks' structured-output calls around it.
+    """
+
+    def __init__(
+        self,
+        complete_json: Callable[[str, dict[str, object]], object],
+        *,
+        fallback: Resolver | None = None,
+    ) -> None:
+        self.complete_json = complete_json
+        self.fallback: Resolver = fallback if fallback is not None else RuleResolver()
+        self.failures = 0
+
+    def prompt(self, question: str, state: SessionState, domain: Domain, today: date) -> str:
+        lines = [
+            "Resolve the user's question against the conversation state. Answer with JSON only.",
+            f"Today is {today.isoformat()}.",
+            "Filters (key: allowed values):",
+        ]
+        for key, spec in domain.filters.items():
+            if isinstance(spec, PeriodFilter):
+                lines.append(f"- {key}: a period like 2026, 2026-Q3, 2026-11 or 2026-11-02..2026-11-08")
+            else:
+                lines.append(f"- {key}: {', '.join(sorted(spec.values))}")
+        lines.append("Formats: short, detailed, table (only when asked for).")
+        if state.focus is not None:
+            lines.append(f"Current focus: {state.focus.type} {inert_label(state.focus.label)!r}")
+        if state.salient:  # spec §10; absent otherwise, so prompts without it are unchanged
+            lines.append("Also in this conversation: " + "; ".join(
+                f"{inert(s.type, max_tokens=NAME_TOKENS)} {inert_label(s.label)!r} "
+                f"(id {inert(s.id, max_tokens=ID_TOKENS)})" for s in state.salient))
+            lines.append("If the question's first reference (a pronoun, or 'that/this/the' + "
+                         "noun) points at one of those rather than the focus, set 'salient' to "
+                         "its id and rewrite the reference with its name; otherwise null.")
+        if state.filters:
+            lines.append("Filters in effect: " + ", ".join(f"{k}={v.value}" for k, v in state.filters.items()))
+        if state.recent_questions:
+            lines.append("Earlier questions: " + " | ".join(state.recent_questions))
+        lines.append("Rewrite pronouns that point at the focus with its name.")
+        lines.append(f"Question: {question}")
+        return "\n".join(lines)
+
+    def resolve(self, question: str, state: SessionState, domain: Domain, today: date) -> Resolution:
+        try:
+            answer = self.complete_json(self.prompt(question, state, domain, today), RESOLUTION_SCHEMA)
+            if inspect.isawaitable(answer):
+                close = getattr(answer, "close", None)
+                if close is not None:
+                    close()
+                raise ResolverError("complete_json returned an awaitable: an async "
+                                    "complete_json needs aresolve()")
+            return perform(self._validated(answer, question, state, domain))
+        except ANSWER_FAILURES as exc:
+            self._failed(exc)
+        return self.fallback.resolve(question, state, domain, today)
+
+    async def aresolve(
+        self, question: str, state: SessionState, domain: Domain, today: date
+    ) -> Resolution:
+        try:
+            answer = self.complete_json(self.prompt(question, state, domain, today), RESOLUTION_SCHEMA)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            return await aperform(self._validated(answer, question, state, domain))
+        except ANSWER_FAILURES as exc:
+            self._failed(exc)
+        return await self.fallback.aresolve(question, state, domain, today)
+
+    def _failed(self, exc: Exception) -> None:
+        self.failures += 1
+        _log.warning("structured resolver failed (%s: %s); using the fallback resolver",
+                     type(exc).__name__, exc)
+
+    def _validated(
+        self, answer: object, question: str, state: SessionState, domain: Domain
+    ) -> Flow[Resolution]:
+        """The answer as a ``Resolution``, or ``ResolverError`` naming the first field
+        that is wrong; yields one catalog lookup per entity the model named."""
+        data = _as_mapping(answer)
+        rewritten = data.get("rewritten")
+        if not isinstance(rewritten, str) or not rewritten.strip():
+            raise ResolverError("'rewritten' must be a non-empty string")
+        mentions: list[Mention] = []
+        lowered = question.lower()
+        catalog = domain.catalog
+        for name in _strings(data.get("entities"), "entities"):
+            found = yield from do(call(catalog.find, catalog.afind, name))
+            for m in found:
+                start = lowered.find(m.text.lower())
+                # a name the question does not contain (the model's own wording) spans nothing
+                end = start + len(m.text) if start >= 0 else 0
+                mentions.append(Mention(max(start, 0), end, m.text, m.candidates, m.kind))
+        filters: dict[str, str] = {}
+        raw_filters = data.get("filters") or {}
+        if not isinstance(raw_filters, Mapping):
+            raise ResolverError("'filters' must be an object")
+        for key, value in raw_filters.items():
+            spec = domain.filters.get(str(key))
+            ok = isinstance(value, str) and (
+                (isinstance(spec, PeriodFilter) and is_period_value(value))
+                or (isinstance(spec, VocabFilter) and spec.accepts(value))
+            )
+            if not ok:
+                raise ResolverError(f"filter {key}={value!r} is not valid for this domain")
+            filters[str(key)] = str(value)
+        clears = frozenset(k for k in _strings(data.get("clear_filters"), "clear_filters")
+                           if k in domain.filters)
+        fmt = data.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            raise ResolverError(f"format {fmt!r} is not one of {FORMATS}")
+        refers_back = data.get("refers_back")
+        if not isinstance(refers_back, bool):
+            raise ResolverError("'refers_back' must be a boolean")
+        salient_id = data.get("salient")  # missing = null: answers from before §10 stay valid
+        if salient_id is not None and not isinstance(salient_id, str):
+            raise ResolverError("'salient' must be a string or null")
+        referred = None
+        if salient_id is not None and domain.salient_size:
+            referred = next((f for f in state.salient if f.id == salient_id), None)
+            if referred is None:
+                raise ResolverError(f"salient {salient_id!r} is not an entity in 'Also in this conversation'")
+        taken = [(m.start, m.end) for m in mentions]
+        text = rewritten.strip()[:1000]
+        return Resolution(
+            question=question,
+            rewritten=text,
+            mentions=tuple(sorted(mentions, key=lambda m: m.start)),
+            filters=filters,
+            clears=clears,
+            format=fmt,
+            refers_back=refers_back,
+            residual=residual(question, taken),
+            core_rewrite=text,
+            refers_to_salient=referred,
+        )
+
+
+def _as_mapping(answer: object) -> Mapping[str, object]:
+    if isinstance(answer, str):
+        try:
+            answer = json.loads(answer)
+        except ValueError as exc:  # JSONDecodeError, or a number too long to convert
+            raise ResolverError(f"the answer is not JSON: {exc}") from exc
+    if hasattr(answer, "model_dump"):
+        answer = answer.model_dump()
+    if not isinstance(answer, Mapping):
+        raise ResolverError(f"expected a JSON object, got {type(answer).__name__}")
+    return answer
+
+
+def _strings(value: object, name: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ResolverError(f"'{name}' must be a list of strings")
+    return [v for v in value if v.strip()]
