@@ -5,7 +5,7 @@ The core owns everything about LLM resolution (the prompt, the JSON schema of a
 ``RuleResolver`` and counting failures); this adapter only supplies the
 ``complete_json(prompt, schema)`` call, as ``chat_model.with_structured_output(schema)``
 (sync through ``invoke``, async through ``ainvoke``, each its own native path). A
-provider error (timeout, rate limit, refusal) is turned into a ``ValueError`` so the
+provider error (timeout, rate limit, refusal) is turned into a ``ResolverError`` so the
 core falls back and counts it like any garbage answer; the cause stays chained.
 """
 
@@ -19,7 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 
 from convmem.domain import Domain
-from convmem.errors import ConfigError
+from convmem.errors import ConfigError, ResolverError
 from convmem.resolve import RESOLUTION_SCHEMA, Resolution, Resolver, StructuredResolver
 from convmem.state import SessionState
 
@@ -83,19 +83,15 @@ class LLMResolver:
         runnable = self._structured(schema)
         try:
             return runnable.invoke(prompt)
-        except (ValueError, TypeError, KeyError):
-            raise
-        except Exception as exc:  # provider failure: the core falls back and counts it
-            raise ValueError(f"chat model call failed: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # garbage, refusal or a provider error: the core falls back
+            raise ResolverError(f"chat model call failed: {type(exc).__name__}: {exc}") from exc
 
     async def acomplete_json(self, prompt: str, schema: dict[str, object]) -> Any:
         runnable = self._structured(schema)
         try:
             return await runnable.ainvoke(prompt)
-        except (ValueError, TypeError, KeyError):
-            raise
         except Exception as exc:
-            raise ValueError(f"chat model call failed: {type(exc).__name__}: {exc}") from exc
+            raise ResolverError(f"chat model call failed: {type(exc).__name__}: {exc}") from exc
 
     def _structured(self, schema: dict[str, object]) -> Runnable[Any, Any]:
         key = json.dumps(schema, sort_keys=True)

@@ -11,7 +11,7 @@ whose ``additionalProperties`` is not ``false``; the pairs are turned back into 
 core's mapping here. Two core resolvers share one fallback: the sync one calls the sync
 LLM method, the async one awaits the async method, so ``aresolve`` never blocks the loop.
 A reply LlamaIndex cannot parse, a refusal or a provider error (timeout, rate limit)
-becomes a ``ValueError``, which the core turns into the fallback resolution (and counts
+becomes a ``ResolverError``, which the core turns into the fallback resolution (and counts
 in ``failures``); the cause stays chained.
 """
 
@@ -26,7 +26,7 @@ from llama_index.core.output_parsers.base import OutputParserException
 from llama_index.core.prompts import PromptTemplate
 
 from convmem.domain import Domain
-from convmem.errors import ConfigError
+from convmem.errors import ConfigError, ResolverError
 from convmem.resolve import Resolution, Resolver, RuleResolver, StructuredResolver
 from convmem.state import SessionState
 
@@ -63,20 +63,20 @@ class ResolutionModel(BaseModel):
     )
 
 
-def _failed(exc: Exception) -> ValueError:
+def _failed(exc: Exception) -> ResolverError:
     if isinstance(exc, (OutputParserException, ValidationError)):
-        return ValueError(f"unparseable structured output: {exc}")
-    return ValueError(f"structured_predict failed: {type(exc).__name__}: {exc}")
+        return ResolverError(f"unparseable structured output: {exc}")
+    return ResolverError(f"structured_predict failed: {type(exc).__name__}: {exc}")
 
 
 def _as_core_answer(answer: object) -> dict[str, object]:
     """The structured answer in the core's shape (``filters`` as a ``{key: value}`` object)."""
     if not isinstance(answer, ResolutionModel):
-        raise TypeError(f"structured_predict returned {type(answer).__name__}")
+        raise ResolverError(f"structured_predict returned {type(answer).__name__}")
     filters: dict[str, str] = {}
     for pair in answer.filters:
         if filters.setdefault(pair.key, pair.value) != pair.value:
-            raise ValueError(f"filter {pair.key!r} given two values")
+            raise ResolverError(f"filter {pair.key!r} given two values")
     return {**answer.model_dump(exclude={"filters"}), "filters": filters}
 
 

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
 
-from convmem import RESOLUTION_SCHEMA, Domain, SessionMemory, StructuredResolver, TurnContext
+from convmem import (
+    RESOLUTION_SCHEMA,
+    ConvMemError,
+    Domain,
+    ResolverError,
+    SessionMemory,
+    StructuredResolver,
+    TurnContext,
+)
 from convmem.state import SessionState
 from tests.core.conftest import TODAY
 
@@ -40,6 +49,37 @@ def test_garbage_falls_back_to_rules(crm: Domain, answer: Any) -> None:
     res = resolver.resolve("Pull up Brightwater Farms last quarter", state, crm, TODAY)
     assert resolver.failures == 1
     assert res.filters == {"period": "2026-Q3"}  # the rule resolver's reading
+
+
+@pytest.mark.parametrize(("answer", "named"), [
+    ("not json", "the answer is not JSON: Expecting value: line 1 column 1 (char 0)"),
+    ({**GOOD, "filters": {"region": "mars"}}, "filter region='mars' is not valid for this domain"),
+    ({**GOOD, "refers_back": "yes"}, "'refers_back' must be a boolean"),
+    ({**GOOD, "entities": "Brightwater"}, "'entities' must be a list of strings"),
+])
+async def test_a_failed_answer_is_logged_as_a_resolver_error_naming_the_field(
+    crm: Domain, caplog: pytest.LogCaptureFixture, answer: Any, named: str
+) -> None:
+    resolver = StructuredResolver(lambda p, s: answer)
+    with caplog.at_level(logging.WARNING, logger="convmem.resolve"):
+        resolver.resolve("Pull up Brightwater Farms", SessionState(), crm, TODAY)
+        await resolver.aresolve("Pull up Brightwater Farms", SessionState(), crm, TODAY)
+    assert resolver.failures == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        f"structured resolver failed (ResolverError: {named}); using the fallback resolver"] * 2
+
+
+def test_an_async_completion_called_sync_is_a_resolver_failure(crm: Domain) -> None:
+    async def complete(prompt: str, schema: dict[str, object]) -> Any:
+        return GOOD
+
+    resolver = StructuredResolver(complete)
+    res = resolver.resolve("Pull up Brightwater Farms", SessionState(), crm, TODAY)
+    assert resolver.failures == 1 and res.mentions[0].candidates[0].id == "C-1080"
+
+
+def test_resolver_error_is_a_convmem_error_and_a_value_error() -> None:
+    assert issubclass(ResolverError, ConvMemError) and issubclass(ResolverError, ValueError)
 
 
 def test_raising_model_falls_back(crm: Domain) -> None:

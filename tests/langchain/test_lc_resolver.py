@@ -17,7 +17,8 @@ from langchain_core.outputs import ChatResult
 from lc_fakes import ScriptedChatModel
 
 from convmem.domain import Domain
-from convmem.resolve import RuleResolver
+from convmem.errors import ResolverError
+from convmem.resolve import RESOLUTION_SCHEMA, RuleResolver
 from convmem.session import SessionMemory, TurnContext
 from convmem.state import SessionState
 from langchain_convmem import LLMResolver
@@ -68,6 +69,15 @@ def test_provider_error_falls_back(crm: Domain) -> None:
     res = resolver.resolve(QUESTION, SessionState(), crm, TODAY)
     assert res == RuleResolver().resolve(QUESTION, SessionState(), crm, TODAY)
     assert resolver.failures == 1
+
+
+async def test_a_provider_error_is_a_resolver_error_with_its_cause() -> None:
+    with pytest.raises(ResolverError, match="429") as sync_info:
+        LLMResolver(Failing(responses=[GOOD])).complete_json("prompt", RESOLUTION_SCHEMA)
+    with pytest.raises(ResolverError, match="429") as async_info:
+        await LLMResolver(Failing(responses=[GOOD])).acomplete_json("prompt", RESOLUTION_SCHEMA)
+    assert isinstance(sync_info.value.__cause__, RuntimeError)
+    assert isinstance(async_info.value.__cause__, RuntimeError)
 
 
 async def test_async_path_through_the_session(crm: Domain) -> None:

@@ -4,8 +4,10 @@ prompt, so it would always fall back)."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+import pytest
 from llama_index.core.base.llms.types import (
     CompletionResponse,
     CompletionResponseGen,
@@ -112,9 +114,11 @@ class FailingLLM(ScriptedLLM):
         raise TimeoutError("provider timed out")
 
 
-def test_provider_error_falls_back(crm: Domain) -> None:
+def test_provider_error_falls_back(crm: Domain, caplog: pytest.LogCaptureFixture) -> None:
     session, resolver = _session(crm, FailingLLM())
-    started = session.begin_turn("t", "Show open orders in EMEA.")
+    with caplog.at_level(logging.WARNING, logger="convmem.resolve"):
+        started = session.begin_turn("t", "Show open orders in EMEA.")
+    assert "ResolverError: structured_predict failed: TimeoutError" in caplog.text
     assert isinstance(started, TurnContext)
     assert resolver.failures == 1
     assert started.state.filters["region"].value == "emea"
