@@ -12,10 +12,12 @@ per incident on logger ``convmem.stores``; ``stats.degraded`` counts incidents.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from convmem.errors import ConfigError
 from convmem.identity import check_tenant, check_thread_id
 from convmem.state import SessionState
 
@@ -69,6 +71,45 @@ def tenant_key_head(tenant: str, prefix: str = "convmem") -> str:
 def thread_of_key(key: str, head: str) -> str:
     """The thread id of a key that starts with ``head`` (``tenant_key_head``)."""
     return unkey_part(key[len(head):-1])
+
+
+# Every store checks its options and arguments here, so the same misuse raises the same
+# ``ConfigError`` (naming the option) on every backend, before any I/O.
+
+
+def check_ttl(ttl: float) -> float:
+    """A state's lifetime: positive, finite seconds."""
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not (
+        math.isfinite(ttl) and ttl > 0
+    ):
+        raise ConfigError(f"ttl must be positive seconds, got {ttl!r}")
+    return ttl
+
+
+def check_prefix(prefix: str) -> str:
+    """A key prefix: braces would break the hash tag every key carries."""
+    if not isinstance(prefix, str) or not prefix or any(c in prefix for c in "{}"):
+        raise ConfigError(f"prefix must be non-empty and free of '{{' and '}}', got {prefix!r}")
+    return prefix
+
+
+def check_expected_version(expected_version: int) -> int:
+    """A compare-and-set's expected version: 0 ("no value yet") or a version a load returned."""
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int) or (
+        expected_version < 0
+    ):
+        raise ConfigError(
+            f"expected_version must be a whole number, 0 or more (0: no value yet), "
+            f"got {expected_version!r}"
+        )
+    return expected_version
+
+
+def check_count(count: int) -> int:
+    """How many keys a listing asks for per page: 1 or more."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ConfigError(f"count must be a whole number, 1 or more, got {count!r}")
+    return count
 
 
 @dataclass(slots=True)

@@ -21,7 +21,16 @@ from convmem.state import (
     encode_state,
     stored_version,
 )
-from convmem.stores.base import StoreStats, state_key, tenant_key_head, thread_of_key
+from convmem.stores.base import (
+    StoreStats,
+    check_count,
+    check_expected_version,
+    check_prefix,
+    check_ttl,
+    state_key,
+    tenant_key_head,
+    thread_of_key,
+)
 from convmem.stores.degradation import Incidents
 
 
@@ -36,10 +45,8 @@ class InMemorySessionStateStore:
         strict: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if ttl <= 0:
-            raise ValueError(f"ttl must be positive, got {ttl!r}")
-        self.ttl = ttl
-        self.prefix = prefix
+        self.ttl = check_ttl(ttl)
+        self.prefix = check_prefix(prefix)
         self.stats = StoreStats()
         self._incidents = Incidents("in-memory session-state store", self.stats, strict=strict)
         self._clock = clock
@@ -110,7 +117,7 @@ class InMemorySessionStateStore:
         self, tenant: str, thread_id: str, state: SessionState, *, expected_version: int
     ) -> int:
         key = self._key(tenant, thread_id)
-        new_version = expected_version + 1
+        new_version = check_expected_version(expected_version) + 1
         payload = encode_state(state.evolve(version=new_version))
         if len(payload) > MAX_STATE_BYTES:
             # It would not load back; keep the previous value (as the Redis stores do).
@@ -142,6 +149,7 @@ class InMemorySessionStateStore:
     def iter_threads(self, tenant: str, *, count: int = 500) -> Iterator[str]:
         """Thread ids with live state for ``tenant``, like the Redis stores' (``count``,
         their SCAN page size, is accepted for the same signature; there are no pages)."""
+        check_count(count)
         head = tenant_key_head(tenant, self.prefix)
         with self._lock:
             keys = [k for k in list(self._values) if k.startswith(head) and self._live(k) is not None]

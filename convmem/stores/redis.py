@@ -56,7 +56,16 @@ from convmem.state import (
     decode_state,
     encode_state,
 )
-from convmem.stores.base import StoreStats, state_key, tenant_key_head, thread_of_key
+from convmem.stores.base import (
+    StoreStats,
+    check_count,
+    check_expected_version,
+    check_prefix,
+    check_ttl,
+    state_key,
+    tenant_key_head,
+    thread_of_key,
+)
 from convmem.stores.degradation import Incidents
 
 __all__ = ["RedisClusterSessionStateStore", "RedisSessionStateStore"]
@@ -283,12 +292,8 @@ class _RedisStoreBase:
         strict: bool = False,
         socket_timeout: float = 0.25,
     ) -> None:
-        if ttl <= 0:
-            raise ConfigError(f"ttl must be positive seconds, got {ttl!r}")
-        if not prefix or any(c in prefix for c in "{}"):
-            raise ConfigError(f"prefix must be non-empty and free of '{{' and '}}', got {prefix!r}")
-        self.ttl = ttl
-        self.prefix = prefix
+        self.ttl = check_ttl(ttl)
+        self.prefix = check_prefix(prefix)
         self.strict = strict
         self.socket_timeout = socket_timeout
         self.stats = StoreStats()
@@ -548,6 +553,7 @@ class _RedisStoreBase:
     ) -> int:
         """Compare-and-set; returns the new version, raises ``VersionConflict`` if beaten."""
         key = self._key(tenant, thread_id)
+        check_expected_version(expected_version)
         steps = self._save_steps(key, state, expected_version)
         return self._run("save", key, steps, expected_version + 1)
 
@@ -555,6 +561,7 @@ class _RedisStoreBase:
         self, tenant: str, thread_id: str, state: SessionState, *, expected_version: int
     ) -> int:
         key = self._key(tenant, thread_id)
+        check_expected_version(expected_version)
         steps = self._save_steps(key, state, expected_version)
         return await self._arun("save", key, steps, expected_version + 1)
 
@@ -572,6 +579,7 @@ class _RedisStoreBase:
         Like any SCAN, a key written during the walk may or may not appear. An
         outage ends the listing early (degraded), it does not raise.
         """
+        check_count(count)
         pattern, head = self._scan_match(tenant)
         try:
             for key in self._sync_client().scan_iter(match=pattern, count=count):
@@ -583,6 +591,7 @@ class _RedisStoreBase:
         self._incidents.succeeded()
 
     async def aiter_threads(self, tenant: str, *, count: int = 500) -> AsyncIterator[str]:
+        check_count(count)
         pattern, head = self._scan_match(tenant)
         try:
             client = self._async_client()

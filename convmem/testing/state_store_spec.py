@@ -2,7 +2,8 @@
 
 A backend's test module subclasses the spec, names itself (``backend_id``) and
 provides a ``make_store`` fixture: a factory taking ``ttl=`` and ``strict=`` keyword
-arguments that builds a fresh, isolated store and cleans it up after the test. Each
+arguments (and ``prefix=``, for a store with a key prefix) that builds a fresh,
+isolated store and cleans it up after the test. Each
 test runs twice, through the sync methods and through the ``a*`` methods, with ids
 ``[<backend>-sync]`` and ``[<backend>-async]``. The tests are coroutines either way:
 the sync side runs in a worker thread (as a sync web app would call it), the async
@@ -26,6 +27,7 @@ version included.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import random
@@ -106,13 +108,14 @@ class StoreDriver:
         else:
             await self.store.adelete(tenant, thread_id)
 
-    async def threads(self, tenant: str) -> set[str]:
+    async def threads(self, tenant: str, *, count: int = 500) -> set[str]:
         """The tenant's thread ids with live state (``iter_threads`` / ``aiter_threads``)."""
         if not hasattr(self.store, "iter_threads"):
             pytest.skip(f"{type(self.store).__name__} does not list threads")
         if self.mode == "sync":
-            return await asyncio.to_thread(lambda: set(self.store.iter_threads(tenant)))
-        return {t async for t in self.store.aiter_threads(tenant)}
+            return await asyncio.to_thread(
+                lambda: set(self.store.iter_threads(tenant, count=count)))
+        return {t async for t in self.store.aiter_threads(tenant, count=count)}
 
     async def ask(self, tenant: str, thread_id: str, question: str, *, attempts: int = 1000
                   ) -> int:
@@ -368,6 +371,42 @@ class SessionStateStoreSpec:
         if field == "tenant" and hasattr(api.store, "iter_threads"):
             with pytest.raises(ConfigError, match=field):
                 await api.threads(tenant)
+        assert api.store.stats.degraded == 0
+
+    # ------------------------------------------------------------------ misuse
+
+    @pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), "60", None])
+    async def test_a_bad_ttl_is_refused_at_construction(
+        self, make_store: StoreFactory, ttl: Any
+    ) -> None:
+        with pytest.raises(ConfigError, match="ttl"):
+            make_store(ttl=ttl)
+
+    @pytest.mark.parametrize("prefix", ["", "a{b", "b}", 7])
+    async def test_a_bad_key_prefix_is_refused_at_construction(
+        self, make_store: StoreFactory, prefix: Any
+    ) -> None:
+        """Braces would break the hash tag every key carries (spec §5 stored layout)."""
+        if "prefix" not in inspect.signature(make_store).parameters:
+            pytest.skip("this backend's make_store takes no prefix= (its store has none)")
+        with pytest.raises(ConfigError, match="prefix"):
+            make_store(prefix=prefix)
+
+    @pytest.mark.parametrize("expected", [-1, 1.5, "0", True, None])
+    async def test_a_bad_expected_version_is_refused_before_any_write(
+        self, api: StoreDriver, expected: Any
+    ) -> None:
+        with pytest.raises(ConfigError, match="expected_version"):
+            await api.save(TENANT, "t1", rich_state(), expected_version=expected)
+        assert await api.load(TENANT, "t1") is None
+        assert (api.store.stats.degraded, api.store.stats.conflicts) == (0, 0)
+
+    @pytest.mark.parametrize("count", [0, -5, "10", 2.5])
+    async def test_a_bad_listing_page_size_is_refused(self, api: StoreDriver, count: Any) -> None:
+        await api.save(TENANT, "t1", rich_state(), expected_version=0)
+        with pytest.raises(ConfigError, match="count"):
+            await api.threads(TENANT, count=count)
+        assert await api.threads(TENANT, count=1) == {"t1"}
         assert api.store.stats.degraded == 0
 
     async def test_longest_legal_ids_work(self, api: StoreDriver) -> None:

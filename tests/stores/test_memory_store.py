@@ -27,15 +27,12 @@ class TestInMemoryStore(SessionStateStoreSpec):
     def make_store(self) -> Any:
         self.clock = ManualClock()
 
-        def make(*, ttl: float = 3600.0, strict: bool = False) -> InMemorySessionStateStore:
-            return InMemorySessionStateStore(ttl=ttl, strict=strict, clock=self.clock)
+        def make(*, ttl: float = 3600.0, strict: bool = False, prefix: str = "convmem"
+                 ) -> InMemorySessionStateStore:
+            return InMemorySessionStateStore(ttl=ttl, strict=strict, prefix=prefix,
+                                             clock=self.clock)
 
         return make
 
     async def let_time_pass(self, store: Any, seconds: float) -> None:
         self.clock.now += seconds
-
-
-def test_rejects_a_non_positive_ttl() -> None:
-    with pytest.raises(ValueError, match="ttl"):
-        InMemorySessionStateStore(ttl=0)
