@@ -37,6 +37,14 @@ def test_import_convmem_loads_only_the_core_it_needs() -> None:
     assert "convmem.session" in loaded("from convmem import SessionMemory")
 
 
+def test_the_policy_imports_the_resolution_record_not_the_resolvers() -> None:
+    code = ("import sys\nimport convmem.policy\n"
+            "print(sorted(m for m in sys.modules if m.startswith('convmem.resolve')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         check=True, timeout=300)
+    assert out.stdout.strip() == "['convmem.resolve', 'convmem.resolve.resolution']"
+
+
 def test_the_transcript_store_needs_no_alembic_until_it_migrates() -> None:
     assert loaded("from convmem.transcript import RetentionPolicy") == {"convmem.transcript"}
     got = loaded("from convmem.transcript import TranscriptStore")
@@ -63,7 +71,7 @@ def test_llamaindex_adapters_load_what_they_use() -> None:
 
 
 @pytest.mark.parametrize("package", ["convmem", "langchain_convmem", "llamaindex_convmem",
-                                     "convmem.transcript"])
+                                     "convmem.transcript", "convmem.resolve"])
 def test_every_public_name_resolves_and_dir_lists_it(package: str) -> None:
     module = pytest.importorskip(package)
     for name in module.__all__:

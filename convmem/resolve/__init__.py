@@ -19,7 +19,7 @@ with ``afind``. Every name below is imported on first use (PEP 562), so importin
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from convmem.resolve.cues import TOPIC_FREE_WORDS
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

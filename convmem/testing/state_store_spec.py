@@ -377,14 +377,14 @@ class SessionStateStoreSpec:
 
     @pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), "60", None])
     async def test_a_bad_ttl_is_refused_at_construction(
-        self, make_store: StoreFactory, ttl: Any
+        self, make_store: StoreFactory, ttl: object
     ) -> None:
         with pytest.raises(ConfigError, match="ttl"):
             make_store(ttl=ttl)
 
     @pytest.mark.parametrize("prefix", ["", "a{b", "b}", 7])
     async def test_a_bad_key_prefix_is_refused_at_construction(
-        self, make_store: StoreFactory, prefix: Any
+        self, make_store: StoreFactory, prefix: object
     ) -> None:
         """Braces would break the hash tag every key carries (spec §5 stored layout)."""
         if "prefix" not in inspect.signature(make_store).parameters:
