@@ -10,9 +10,10 @@ rather than ``WATCH``/``MULTI`` because an optimistic transaction needs three ro
 trips and a pinned connection, and rather than ``FUNCTION`` because Redis 6.2 has none.
 
 Every operation is written once, as a generator that yields the Redis commands it
-needs and receives their replies (``_load_steps``, ``_save_steps``); a sync driver and
-an async driver execute those commands with redis-py's sync or ``redis.asyncio``
-client. That keeps the ``x``/``ax`` twins identical without thread wrappers, and the
+needs and receives their replies (``_load_steps``, ``_save_steps``); ``convmem.effects``'
+``drive``/``adrive`` answer those commands with redis-py's sync or ``redis.asyncio``
+client. The scripts and the rules for reading the server's errors are in
+``convmem.stores.redis_wire``. That keeps the ``x``/``ax`` twins identical without thread wrappers, and the
 standalone and cluster classes differ only in how they build clients.
 
 Failures degrade on purpose (see ``convmem.stores.degradation``): an unreachable
@@ -33,29 +34,22 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.asyncio.retry
 import redis.cluster
-import redis.connection
 import redis.exceptions
 from redis.backoff import NoBackoff
 from redis.driver_info import DriverInfo
 from redis.retry import Retry
 
+from convmem.effects import adrive, drive
 from convmem.errors import ConfigError, CorruptState, StateUnavailable, VersionConflict
-from convmem.state import (
-    MAX_STATE_BYTES,
-    READABLE_FORMATS,
-    SessionState,
-    decode_state,
-    encode_state,
-)
+from convmem.state import MAX_STATE_BYTES, SessionState, decode_state, encode_state
 from convmem.stores.base import (
     StoreStats,
     check_count,
@@ -67,213 +61,30 @@ from convmem.stores.base import (
     thread_of_key,
 )
 from convmem.stores.degradation import Incidents
+from convmem.stores.redis_wire import (
+    CAS_SHA,
+    DISCARD_SHA,
+    Command,
+    Steps,
+    acall_command,
+    as_bytes,
+    as_text,
+    call_command,
+    checked_url,
+    eval_fallback,
+    glob_escape,
+    is_unavailable,
+    misconfiguration,
+    script_command,
+    shown_url,
+)
 
 __all__ = ["RedisClusterSessionStateStore", "RedisSessionStateStore"]
 
 T = TypeVar("T")
-Command = tuple[Any, ...]
-Steps = Generator[Command, Any, T]
-
-#: Compare-and-set. KEYS[1] state key; ARGV: expected version, new value, TTL in ms.
-#: The stored version is read as ``convmem.state.stored_version`` does: 0 for a value
-#: over the size limit, the digits after the head ``{"v":<f>,"version":`` for a value we
-#: encoded in any readable format ``<f>`` (``READABLE_FORMATS``, one digit each: no JSON
-#: decoding on the hot path), else the non-negative numeric ``version`` of a JSON object
-#: in a readable format, else 0, so ``expected_version=0`` replaces a value that is not
-#: ours (even one of another Redis type: the GET error is caught). The SET refreshes the TTL.
-#: Replies with one integer: the new version (>= 1) when written, or
-#: ``-1 - stored_version`` (<= -1) on a conflict.
-CAS_SCRIPT = """
-local version = 0
-local ok, cur = pcall(redis.call, 'GET', KEYS[1])
-if ok and cur and string.len(cur) <= @MAX_BYTES@ then
-  local head = string.match(cur, '^{"v":[@FORMATS@],"version":(%d+)[,}]')
-  if head then
-    version = tonumber(head)
-  else
-    local decoded, data = pcall(cjson.decode, cur)
-    if decoded and type(data) == 'table' and type(data['v']) == 'number' and @READABLE@
-        and type(data['version']) == 'number' and data['version'] >= 0 then
-      version = data['version']
-    end
-  end
-end
-if version ~= tonumber(ARGV[1]) then
-  return -1 - version
-end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return version + 1
-""".replace("@MAX_BYTES@", str(MAX_STATE_BYTES)).replace(
-    "@FORMATS@", "".join(str(v) for v in READABLE_FORMATS)).replace(
-    "@READABLE@", "(" + " or ".join(f"data['v'] == {v}" for v in READABLE_FORMATS) + ")")
-
-#: Delete a corrupt value only if it is still the one we read (its SHA-1 matches).
-DISCARD_SCRIPT = """
-local ok, cur = pcall(redis.call, 'GET', KEYS[1])
-if ok and cur and redis.sha1hex(cur) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
 
 #: How many of our own last writes a store remembers to skip decoding them on load.
 _RECENT_SIZE = 1024
-
-CAS_SHA = hashlib.sha1(CAS_SCRIPT.encode()).hexdigest()
-DISCARD_SHA = hashlib.sha1(DISCARD_SCRIPT.encode()).hexdigest()
-_SCRIPTS = {CAS_SHA: CAS_SCRIPT, DISCARD_SHA: DISCARD_SCRIPT}
-
-#: What "the store is unavailable" means; anything else is a bug and propagates.
-#: (Authentication errors are ``ConnectionError`` subclasses: ``_misconfiguration``
-#: is asked first.)
-UNAVAILABLE: tuple[type[BaseException], ...] = (
-    redis.exceptions.ConnectionError,  # includes refused, reset, BusyLoading
-    redis.exceptions.TimeoutError,
-    redis.exceptions.ClusterError,  # includes CLUSTERDOWN
-    redis.exceptions.RedisClusterException,  # includes slot not covered, no nodes
-    redis.exceptions.TryAgainError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.OutOfMemoryError,
-    OSError,
-)
-
-#: Error replies of a server that is up but cannot serve for now: an outage, degraded.
-#: WRONGTYPE (a value of another Redis type at our key) is not ours: treated like a
-#: corrupt value. A script's error reply quotes the inner command's.
-_TRANSIENT_REPLIES = ("WRONGTYPE", "MISCONF", "BUSY ", "NOREPLICAS", "OOM ", "LOADING")
-
-_AUTH_ERRORS: tuple[type[BaseException], ...] = (
-    redis.exceptions.AuthenticationError,
-    redis.exceptions.AuthorizationError,
-    redis.exceptions.AuthenticationWrongNumberOfArgsError,
-    redis.exceptions.NoPermissionError,
-)
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and what it was raised from (redis-py's cluster client wraps the node's
-    error in a ``RedisClusterException``)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def _misconfiguration(exc: BaseException) -> str | None:
-    """What is wrong with the configuration and what to do, when ``exc`` says so; None
-    for an outage or anything else. Spec §5: these raise, they never degrade."""
-    for e in _causes(exc):
-        text = str(e)
-        if isinstance(e, _AUTH_ERRORS) or any(w in text for w in ("NOAUTH", "WRONGPASS", "NOPERM")):
-            return (f"the server refused our credentials ({text}); check the user name and "
-                    "password in the URL (redis://user:password@host:port/db) or the client's")
-        if isinstance(e, redis.exceptions.InvalidResponse):
-            return (f"the server does not speak the Redis protocol ({text}); check that the "
-                    "host and port are a Redis server's")
-        if "DB index is out of range" in text:
-            return ("the database number in the URL is beyond the server's `databases` "
-                    "setting (16 by default: 0-15); use one that exists")
-        if "Cluster mode is not enabled" in text:
-            return ("the server is a standalone Redis, not a cluster node; use "
-                    "RedisSessionStateStore for it")
-        if isinstance(e, redis.exceptions.AskError):  # MOVED / ASK outside a cluster client
-            return (f"the server is a Redis Cluster node (it answered MOVED/ASK {text}); use "
-                    "RedisClusterSessionStateStore for it")
-        if "unknown command" in text and isinstance(e, redis.exceptions.ResponseError):
-            return (f"the server lacks a command this store needs ({text}); it needs Redis "
-                    "6.2 or later with Lua scripting (EVAL/EVALSHA) enabled")
-    return None
-
-
-def _is_unavailable(exc: BaseException) -> bool:
-    if isinstance(exc, UNAVAILABLE):
-        return True
-    return isinstance(exc, redis.exceptions.ResponseError) and any(
-        reply in str(exc) for reply in _TRANSIENT_REPLIES)
-
-
-def _shown_url(url: str) -> str:
-    """``url`` with its password masked, for error messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        port = f":{parts.port}" if parts.port is not None else ""
-        netloc = f"{parts.username or ''}:***@{host}{port}"
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    except ValueError:
-        return "<a malformed URL>"
-
-
-def _checked_url(url: str, store: str, *, cluster: bool) -> str:
-    """``url`` when redis-py can use it as written, else ``ConfigError`` naming it."""
-    shown = _shown_url(url)
-    try:
-        options: dict[str, Any] = redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{store}: malformed Redis URL {shown!r}: {exc}") from exc
-    db = urlsplit(url).path.strip("/")
-    if not url.startswith("unix://") and db and not db.isdigit():
-        # redis-py would silently use database 0
-        raise ConfigError(f"{store}: malformed Redis URL {shown!r}: the path must be a "
-                          f"database number (redis://host:port/0), got {db!r}")
-    if cluster and options.get("db") not in (0, None):
-        raise ConfigError(f"{store}: Redis Cluster has only database 0; the URL {shown!r} "
-                          f"asks for database {options['db']}")
-    if cluster and url.startswith("unix://"):
-        raise ConfigError(f"{store}: Redis Cluster is reached over TCP, not {shown!r}")
-    return url
-
-
-def _glob_escape(text: str) -> str:
-    """Escape SCAN MATCH metacharacters so a tenant name matches literally."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
-
-
-def _as_bytes(raw: bytes | str) -> bytes:
-    return raw if isinstance(raw, bytes) else raw.encode()
-
-
-def _as_text(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw
-
-
-def _script(sha: str, key: str, *args: Any) -> Command:
-    return ("EVALSHA", sha, 1, key, *args)
-
-
-def _eval_fallback(command: Command) -> Command:
-    """``EVALSHA sha ...`` -> ``EVAL script ...`` (also warms the script cache)."""
-    return ("EVAL", _SCRIPTS[command[1]], *command[2:])
-
-
-def _dropped(exc: AttributeError) -> redis.exceptions.ConnectionError:
-    """redis-py's cluster clients close every node connection after a timeout, including
-    ones other callers are using mid-command; those then fail inside redis-py with an
-    AttributeError on the reset reader or writer. It is the same outage: report it as one."""
-    return redis.exceptions.ConnectionError(f"connection reset under a concurrent command ({exc})")
-
-
-def _call(client: Any, command: Command) -> Any:
-    """One command; only what redis-py itself raises can come out of here."""
-    try:
-        return client.execute_command(*command)
-    except AttributeError as exc:
-        raise _dropped(exc) from exc
-
-
-async def _acall(client: Any, command: Command) -> Any:
-    """Async ``_call``."""
-    try:
-        return await client.execute_command(*command)
-    except AttributeError as exc:
-        raise _dropped(exc) from exc
-
 
 class _RedisStoreBase:
     """Shared behaviour; subclasses say how to build their sync and async clients."""
@@ -305,7 +116,7 @@ class _RedisStoreBase:
         self._recent: dict[str, tuple[bytes, SessionState]] = {}
         self._owns_clients = isinstance(client_or_url, str)
         if isinstance(client_or_url, str):
-            self._url = _checked_url(client_or_url, type(self).__name__, cluster=self._cluster)
+            self._url = checked_url(client_or_url, type(self).__name__, cluster=self._cluster)
         elif isinstance(client_or_url, self._sync_types):
             self._client = client_or_url
         elif isinstance(client_or_url, self._async_types):
@@ -381,15 +192,14 @@ class _RedisStoreBase:
         """Execute ``steps`` with the sync client; degrade on unavailability."""
         try:
             client = self._sync_client()
-            command = next(steps)
-            while True:
+
+            def execute(command: Command) -> Any:
                 try:
-                    reply = _call(client, command)
+                    return call_command(client, command)
                 except redis.exceptions.NoScriptError:
-                    reply = _call(client, _eval_fallback(command))
-                command = steps.send(reply)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+                    return call_command(client, eval_fallback(command))
+
+            return drive(steps, execute)
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
                 OSError) as exc:
             self._failed(operation, key, exc)
@@ -400,25 +210,24 @@ class _RedisStoreBase:
         try:
             client = self._async_client()
             await self._aprepare(client)
-            command = next(steps)
-            while True:
+
+            async def execute(command: Command) -> Any:
                 try:
-                    reply = await _acall(client, command)
+                    return await acall_command(client, command)
                 except redis.exceptions.NoScriptError:
-                    reply = await _acall(client, _eval_fallback(command))
-                command = steps.send(reply)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+                    return await acall_command(client, eval_fallback(command))
+
+            return await adrive(steps, execute)
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
                 OSError) as exc:
             self._failed(operation, key, exc)
         return fallback
 
     def _where(self) -> str:
-        return f"the server at {_shown_url(self._url)}" if self._url else "the client's server"
+        return f"the server at {shown_url(self._url)}" if self._url else "the client's server"
 
     def _config_error(self, exc: BaseException) -> ConfigError | None:
-        problem = _misconfiguration(exc)
+        problem = misconfiguration(exc)
         if problem is None:
             return None
         return ConfigError(f"{self._name}: {self._where()} cannot be used: {problem}")
@@ -429,7 +238,7 @@ class _RedisStoreBase:
         config_error = self._config_error(exc)
         if config_error is not None:
             raise config_error from exc
-        if not _is_unavailable(exc):
+        if not is_unavailable(exc):
             raise exc
         self._incidents.failed(operation, key, exc)
 
@@ -438,7 +247,7 @@ class _RedisStoreBase:
         config_error = self._config_error(exc)
         if config_error is not None:
             return config_error
-        if not _is_unavailable(exc):
+        if not is_unavailable(exc):
             return exc
         return StateUnavailable(
             f"{self._name}: {self._where()} is unavailable ({type(exc).__name__}: {exc}); turns "
@@ -453,7 +262,7 @@ class _RedisStoreBase:
         ``StateUnavailable`` when it cannot be reached, whatever ``strict`` says.
         """
         try:
-            _call(self._sync_client(), ("PING",))
+            call_command(self._sync_client(), ("PING",))
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
                 OSError) as exc:
             error = self._ping_error(exc)
@@ -466,7 +275,7 @@ class _RedisStoreBase:
         try:
             client = self._async_client()
             await self._aprepare(client)
-            await _acall(client, ("PING",))
+            await acall_command(client, ("PING",))
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
                 OSError) as exc:
             error = self._ping_error(exc)
@@ -500,7 +309,7 @@ class _RedisStoreBase:
             state = decode_state(raw)
         except CorruptState as exc:
             self._incidents.failed("load", key, exc)  # raises when strict
-            yield _script(DISCARD_SHA, key, hashlib.sha1(_as_bytes(raw)).hexdigest())
+            yield script_command(DISCARD_SHA, key, hashlib.sha1(as_bytes(raw)).hexdigest())
             return None
         self._incidents.succeeded()
         return state
@@ -517,7 +326,7 @@ class _RedisStoreBase:
                 f"encoded state is {len(payload)} bytes, over the {MAX_STATE_BYTES} limit"))
             return new_version
         ttl_ms = max(1, round(self.ttl * 1000))
-        reply = int((yield _script(CAS_SHA, key, expected_version, payload, ttl_ms)))
+        reply = int((yield script_command(CAS_SHA, key, expected_version, payload, ttl_ms)))
         self._incidents.succeeded()
         if reply < 0:
             self.stats.conflicts += 1
@@ -535,7 +344,7 @@ class _RedisStoreBase:
         tenant holds no ``:`` and the escaped thread no ``}``, so the pattern matches
         exactly this tenant's keys; glob characters in either are escaped."""
         head = tenant_key_head(tenant, self.prefix)  # "<prefix>:v2:state:{<tenant>:"
-        return _glob_escape(head) + "*}", head
+        return glob_escape(head) + "*}", head
 
     # ----------------------------------------------------------------- public API
 
@@ -583,7 +392,7 @@ class _RedisStoreBase:
         pattern, head = self._scan_match(tenant)
         try:
             for key in self._sync_client().scan_iter(match=pattern, count=count):
-                yield thread_of_key(_as_text(key), head)
+                yield thread_of_key(as_text(key), head)
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
                 OSError) as exc:
             self._failed("scan", pattern, exc)
@@ -597,7 +406,7 @@ class _RedisStoreBase:
             client = self._async_client()
             await self._aprepare(client)
             async for key in client.scan_iter(match=pattern, count=count):
-                yield thread_of_key(_as_text(key), head)
+                yield thread_of_key(as_text(key), head)
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
                 OSError) as exc:
             self._failed("scan", pattern, exc)

@@ -376,7 +376,7 @@ def test_lua_reads_the_stored_version_like_the_codec(
 
 
 def _script_shas() -> list[str]:
-    from convmem.stores.redis import CAS_SHA
+    from convmem.stores.redis_wire import CAS_SHA
 
     return [CAS_SHA]
 
