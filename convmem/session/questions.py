@@ -19,35 +19,32 @@ from convmem.state import SessionState
 if TYPE_CHECKING:
     from convmem.session.recording import _OpenRecord
     from convmem.transcript import Message, TurnBinding
+    from convmem.transcript.provenance import QuestionNote
 
 
 def question_provenance(
     text: str, state: SessionState, message_id: str | None, sent_question: str | None
-) -> dict[str, Any]:
-    """What a recorded user message keeps under ``extra["convmem"]``: the message id the
-    state knows it by, the resolver's reading of it and the text sent in its place.
+) -> QuestionNote:
+    """What a recorded user message keeps under ``extra["convmem"]``
+    (``convmem.transcript.provenance``): the message id the state knows it by, the
+    resolver's reading of it and the text sent in its place.
 
-    Redaction and ``edit_turn`` find a question's other forms here (``_question_texts``),
+    Redaction and ``edit_turn`` find a question's other forms there (``_question_texts``),
     so every writer of a user message uses this (the façade's commit points, the
     LlamaIndex chat store's session view)."""
-    ours: dict[str, Any] = {}
-    if message_id is not None:
-        ours["message_id"] = message_id
+    from convmem.transcript.provenance import question_note
+
     ot = state.open_turn
-    if ot is not None and ot.rewritten and ot.rewritten != text:
-        ours["rewritten"] = ot.rewritten  # the resolver's reading (redaction reaches it)
-    if sent_question and sent_question != text:
-        ours["sent_as"] = sent_question
-    return ours
+    rewritten = ot.rewritten if ot is not None else None
+    return question_note(text, message_id=message_id, rewritten=rewritten, sent_as=sent_question)
 
 
 def _forms_of(text: str, extra: Mapping[str, Any]) -> set[str]:
     """A recorded question as the state may hold it: as typed, as the resolver rewrote it
-    and as it was sent (``extra["convmem"]``, written by ``_user_message``)."""
-    gone = {text}
-    ours = extra.get("convmem")
-    if isinstance(ours, Mapping):
-        gone.update(v for k in ("rewritten", "sent_as") if isinstance(v := ours.get(k), str))
+    and as it was sent (its ``extra["convmem"]`` note)."""
+    from convmem.transcript.provenance import derived_texts
+
+    gone = {text, *derived_texts(extra)}
     gone.discard("")
     return gone
 

@@ -396,9 +396,10 @@ class RecordFlows(TurnFlows):
 
     def _user_message(self, record: _OpenRecord, sent_question: str | None) -> NewMessage:
         from convmem.transcript import NewMessage
+        from convmem.transcript.provenance import NOTE_KEY
 
         ours = question_provenance(record.text, record.state, record.message_id, sent_question)
-        extra = {"convmem": ours} if ours else None
+        extra = {NOTE_KEY: dict(ours)} if ours else None
         return NewMessage(role="user", content=record.text, extra=extra)
 
     def _note_tool(
