@@ -34,7 +34,15 @@ from convmem.session.records import (
     TurnContext,
     _optional_text,
 )
-from convmem.session.turns import TurnFlows, _DeleteState, _Flow, _Load, _same_message, block_for
+from convmem.session.turns import (
+    TurnFlows,
+    _DeleteState,
+    _Flow,
+    _Load,
+    _no_io,
+    _same_message,
+    block_for,
+)
 from convmem.state import SessionState, state_from_dict, state_to_dict
 from convmem.tools import ToolResult
 
@@ -468,7 +476,7 @@ class RecordFlows(TurnFlows):
             scrubbed = without_questions(current, gone)
             return (None if scrubbed == current else scrubbed), None
 
-        yield from self._save_with_retry(compute, f"redact {thread_id}")
+        yield from self._save_with_retry(_no_io(compute), f"redact {thread_id}")
         return receipt  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ helpers

@@ -4,8 +4,9 @@ Each flow is a generator that yields its I/O requests (load the state, resolve t
 question, compare-and-set save) and receives the results; the façade's drivers answer
 them with the sync or the async store and resolver. A compare-and-set conflict is
 thrown back into the flow, which reloads and re-applies the turn (at most
-``MAX_TRIES`` tries, then it goes on with the freshest state and logs). Nothing here
-touches the transcript.
+``MAX_TRIES`` tries, then it goes on with the freshest state and logs): one loop,
+``_save_with_retry``, for every flow that saves (``begin_turn`` resolves inside it).
+Nothing here touches the transcript.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ log = logging.getLogger("convmem.session")
 MAX_TRIES = 3
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def _same_message(
@@ -107,6 +109,16 @@ def _tool_input(
     return clean_text(name), clean_data(dict(args or {})), outcome
 
 
+def _no_io(compute: Callable[[SessionState], R]) -> Callable[[SessionState], _Flow[R]]:
+    """``compute`` as a flow that yields nothing (for ``_save_with_retry``)."""
+
+    def flow(current: SessionState) -> _Flow[R]:
+        yield from ()
+        return compute(current)
+
+    return flow
+
+
 class TurnFlows:
     """The state-only flows of ``SessionMemory`` (its base class)."""
 
@@ -115,14 +127,19 @@ class TurnFlows:
     tenant: str
 
     def _save_with_retry(
-        self, compute: Callable[[SessionState], tuple[SessionState | None, T]], what: str
-    ) -> Generator[Any, Any, T]:
-        """Load, compute, compare-and-set save; on conflict reload and recompute."""
+        self, compute: Callable[[SessionState], _Flow[tuple[SessionState | None, T]]], what: str
+    ) -> _Flow[T]:
+        """The one compare-and-set loop: load, compute, save over the loaded version; on a
+        conflict reload and recompute (``MAX_TRIES`` tries, then go on unsaved and log).
+
+        ``compute`` is a flow (``begin_turn`` resolves inside it; ``_no_io`` wraps a
+        plain function) returning the state to save (``None``: nothing to save) and the
+        result; a result carrying the saved state gets its new version."""
         result: T | None = None
         for attempt in range(1, MAX_TRIES + 1):
             loaded = yield _Load()
             current = loaded if loaded is not None else SessionState()
-            new, result = compute(current)
+            new, result = yield from compute(current)
             if new is None:
                 return result
             try:
@@ -142,19 +159,19 @@ class TurnFlows:
         message_id: str | None,
         today: date,
         restore: Callable[[SessionState], SessionState] | None = None,
-    ) -> Generator[Any, Any, Clarification | TurnContext]:
+    ) -> _Flow[Clarification | TurnContext]:
         """``restore`` (an edit) maps the loaded state to the one the turn starts from;
         the result is saved over the loaded one in the same compare-and-set."""
         resolved: dict[int, tuple[str, Resolution]] = {}
 
-        for attempt in range(1, MAX_TRIES + 1):
-            loaded = yield _Load()
-            current = loaded if loaded is not None else SessionState()
-            # An edit is the same turn again only by message id (its text may repeat).
-            if restore is None or message_id is not None:
-                same = self._same_turn(thread_id, current, question, message_id)
-                if same is not None:
-                    return same
+        def compute(current: SessionState) -> _Flow[tuple[SessionState | None, SessionState]]:
+            # The same message again: the turn already began. An edit is the same turn
+            # again only by message id (its text may repeat).
+            ot = current.open_turn
+            if (restore is None or message_id is not None) and ot is not None and _same_message(
+                message_id, question, ot.message_id, ot.question
+            ):
+                return None, current
             origin = current if restore is None else restore(current)
             base = start_turn(origin, self.config).evolve(pending=None)
             chosen: Option | None = None
@@ -164,7 +181,7 @@ class TurnFlows:
                 chosen = match_option(pending, question)
                 if chosen is not None:
                     asked = pending.question
-            key = current.version
+            key = current.version  # resolved again only when a conflict changed the state
             if key not in resolved or resolved[key][0] != asked:
                 resolution = yield _Resolve(asked, base, today)
                 resolved[key] = (asked, resolution)
@@ -187,22 +204,9 @@ class TurnFlows:
                     last_rewrite=rewritten if chosen is not None else outcome.state.last_rewrite,
                     open_turn=OpenTurn(question, rewritten, message_id, base, False, asked),
                 )
-            try:
-                version = yield _Save(new, current.version)
-            except VersionConflict:
-                log.debug("begin_turn %s: version conflict (try %d)", thread_id, attempt)
-                continue
-            return self._result(thread_id, new.evolve(version=version))
-        log.warning("begin_turn %s: gave up after %d version conflicts; going on unsaved",
-                    thread_id, MAX_TRIES)
-        return self._result(thread_id, new)
+            return new, new
 
-    def _same_turn(
-        self, thread_id: str, state: SessionState, question: str, message_id: str | None
-    ) -> Clarification | TurnContext | None:
-        ot = state.open_turn
-        if ot is None or not _same_message(message_id, question, ot.message_id, ot.question):
-            return None
+        state = yield from self._save_with_retry(compute, f"begin_turn {thread_id}")
         return self._result(thread_id, state)
 
     def _result(self, thread_id: str, state: SessionState) -> Clarification | TurnContext:
@@ -248,7 +252,7 @@ class TurnFlows:
                 return None, None
             return outcome.state, None
 
-        return (yield from self._save_with_retry(compute, f"record_tool {thread_id}"))
+        return (yield from self._save_with_retry(_no_io(compute), f"record_tool {thread_id}"))
 
     def _end_flow(self) -> Generator[Any, Any, SessionState]:
         def compute(current: SessionState) -> tuple[SessionState | None, SessionState]:
@@ -257,4 +261,4 @@ class TurnFlows:
             new = current.evolve(open_turn=None)
             return new, new
 
-        return (yield from self._save_with_retry(compute, "end_turn"))
+        return (yield from self._save_with_retry(_no_io(compute), "end_turn"))
