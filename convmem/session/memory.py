@@ -250,6 +250,8 @@ class SessionMemory(RecordFlows):
         return self._drive(thread_id, self._finish_flow(thread_id, answer))
 
     def get_state(self, thread_id: str) -> SessionState | None:
+        """The thread's session state; ``None`` when it has none (never begun, reset,
+        expired, or the store is down and degrading)."""
         self._check(thread_id)
         return self.store.load(self.tenant, thread_id)
 
@@ -312,6 +314,7 @@ class SessionMemory(RecordFlows):
         model_call: ModelCall | None = None,
         full_text: str | None = None,
     ) -> Clarification | TurnContext:
+        """The async twin of ``begin_turn``: the same flow; store, resolver and record awaited."""
         self._check(thread_id, question)
         flow = self._turn_flow(
             thread_id, question, message_id, self._today(today), model_call, full_text
@@ -329,6 +332,7 @@ class SessionMemory(RecordFlows):
         model_call: ModelCall | None = None,
         full_text: str | None = None,
     ) -> Clarification | TurnContext:
+        """The async twin of ``edit_turn``: the same flow; record, resolver and store awaited."""
         self._check(thread_id, question)
         flow = self._edit_flow(
             thread_id, original_id, question, message_id, self._today(today), model_call,
@@ -339,10 +343,12 @@ class SessionMemory(RecordFlows):
     async def aregenerate(
         self, thread_id: str, answer_id: str, answer: str | NewMessage
     ) -> Message:
+        """The async twin of ``regenerate``: the same flow; the record awaited."""
         self._check(thread_id)
         return await self._adrive(thread_id, self._regenerate_flow(thread_id, answer_id, answer))
 
     async def arecord_model_input(self, thread_id: str, call: ModelCall) -> TurnRecord | None:
+        """The async twin of ``record_model_input``: the same flow; the record awaited."""
         self._check(thread_id)
         return await self._adrive(thread_id, self._model_input_flow(thread_id, call))
 
@@ -355,6 +361,7 @@ class SessionMemory(RecordFlows):
         *,
         call_id: str | None = None,
     ) -> Clarification | None:
+        """The async twin of ``record_tool``: the same flow; the state store awaited."""
         self._check(thread_id)
         name, arguments, outcome = _tool_input(name, args, result)
         self._note_tool(thread_id, call_id, name, arguments, outcome)
@@ -362,26 +369,32 @@ class SessionMemory(RecordFlows):
         return await self._adrive(thread_id, flow)
 
     async def aend_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
+        """The async twin of ``end_turn``: the same flow; record and state store awaited."""
         self._check(thread_id)
         return await self._adrive(thread_id, self._finish_flow(thread_id, answer))
 
     async def aget_state(self, thread_id: str) -> SessionState | None:
+        """The async twin of ``get_state``: the state store awaited."""
         self._check(thread_id)
         return await self.store.aload(self.tenant, thread_id)
 
     async def areset(self, thread_id: str) -> None:
+        """The async twin of ``reset``: the state store awaited."""
         self._check(thread_id)
         await self.store.adelete(self.tenant, thread_id)
 
     async def ablock(self, thread_id: str) -> str:
+        """The async twin of ``block``: the state store awaited."""
         state = await self.aget_state(thread_id)
         return "" if state is None else block_for(state)
 
     async def atranscript_thread_id(self, thread_id: str) -> str:
+        """The async twin of ``transcript_thread_id``: the record awaited."""
         self._check(thread_id)
         return await self._adrive(thread_id, self._thread_flow(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> DeletionReceipt | None:
+        """The async twin of ``delete_thread``: the same flow; record and store awaited."""
         self._check(thread_id)
         return await self._adrive(thread_id, self._delete_flow(thread_id))
 
@@ -394,6 +407,7 @@ class SessionMemory(RecordFlows):
         reason: str,
         replacement: str = "[redacted]",
     ) -> RedactionReceipt:
+        """The async twin of ``redact``: the same flow; record and state store awaited."""
         self._check(thread_id)
         actor, reason, replacement = clean_text(actor), clean_text(reason), clean_text(replacement)
         flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
