@@ -4,10 +4,11 @@ One identifier, the *thread id* (any string the application uses, unique per ten
 the session state is the live, expiring view of a thread. A turn is
 ``begin_turn`` → ``record_tool`` per tool call → ``end_turn``.
 
-The turn logic is written once, as generators that *yield* their I/O (load, resolve,
-save) and receive the results; ``_drive`` runs them with the sync methods and
-``_adrive`` with the async ones, so the sync and async twins share every rule and
-differ only in how I/O is awaited. A compare-and-set conflict is thrown back into the
+The turn logic is written once, as flows that *yield* their I/O as typed effects
+(``convmem.effects``: load, resolve, save, each transcript call) and receive the
+results; ``perform`` runs them with the sync methods and ``aperform`` with the async
+ones, so the sync and async twins share every rule and differ only in how I/O is
+awaited. A compare-and-set conflict is thrown back into the
 generator, which reloads and re-applies the turn (at most three tries, then it goes on
 with the freshest state and logs).
 

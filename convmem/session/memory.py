@@ -2,8 +2,9 @@
 
 Public methods check their input, build a flow (``convmem.session.turns`` for the
 state, ``convmem.session.recording`` for the record) and run it: the sync twin with
-``_drive`` and the sync store, transcript and resolver; the async twin with
-``_adrive`` and their async methods.
+``convmem.effects.perform`` (the sync store, transcript and resolver), the async twin
+with ``aperform`` (their async methods). Every effect is built by ``call`` from a
+sync method and its ``a`` twin, so mypy checks both against the arguments.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from convmem.domain import Domain
+from convmem.effects import aperform, perform
 from convmem.errors import ConfigError
 from convmem.identity import check_tenant, check_thread_id, clean_text
 from convmem.policy import PolicyConfig
 from convmem.resolve import Resolver, RuleResolver
-from convmem.session.recording import RecordFlows, _OpenRecord, _Transcript
+from convmem.session.recording import RecordFlows, _OpenRecord
 from convmem.session.records import (
     MAX_QUESTION_CHARS,
     Clarification,
@@ -27,15 +29,7 @@ from convmem.session.records import (
     SessionStats,
     TurnContext,
 )
-from convmem.session.turns import (
-    T,
-    _DeleteState,
-    _Flow,
-    _Load,
-    _Save,
-    _tool_input,
-    block_for,
-)
+from convmem.session.turns import _tool_input, block_for
 from convmem.state import SessionState
 from convmem.stores.base import SessionStateStore
 from convmem.stores.memory import InMemorySessionStateStore
@@ -169,7 +163,7 @@ class SessionMemory(RecordFlows):
         flow = self._turn_flow(
             thread_id, question, message_id, self._today(today), model_call, full_text
         )
-        return self._drive(thread_id, flow)
+        return perform(flow)
 
     def edit_turn(
         self,
@@ -198,7 +192,7 @@ class SessionMemory(RecordFlows):
             thread_id, original_id, question, message_id, self._today(today), model_call,
             full_text,
         )
-        return self._drive(thread_id, flow)
+        return perform(flow)
 
     def regenerate(
         self, thread_id: str, answer_id: str, answer: str | NewMessage
@@ -207,7 +201,7 @@ class SessionMemory(RecordFlows):
         active, carrying the same ``turn_id``: one model input, two answers). The
         session state is not touched: answers are never kept in it."""
         self._check(thread_id)
-        return self._drive(thread_id, self._regenerate_flow(thread_id, answer_id, answer))
+        return perform(self._regenerate_flow(thread_id, answer_id, answer))
 
     def record_model_input(self, thread_id: str, call: ModelCall) -> TurnRecord | None:
         """Commit point 1 for the open turn, right before the model is called.
@@ -217,7 +211,7 @@ class SessionMemory(RecordFlows):
         write failed under ``on_transcript_error="degrade"``.
         """
         self._check(thread_id)
-        return self._drive(thread_id, self._model_input_flow(thread_id, call))
+        return perform(self._model_input_flow(thread_id, call))
 
     def record_tool(
         self,
@@ -241,13 +235,13 @@ class SessionMemory(RecordFlows):
         name, arguments, outcome = _tool_input(name, args, result)
         self._note_tool(thread_id, call_id, name, arguments, outcome)
         flow = self._tool_flow(thread_id, name, arguments, outcome)
-        return self._drive(thread_id, flow)
+        return perform(flow)
 
     def end_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
         """Close the turn. The answer is never kept in the state (it pollutes, §seed);
         with a transcript it is recorded (commit point 2)."""
         self._check(thread_id)
-        return self._drive(thread_id, self._finish_flow(thread_id, answer))
+        return perform(self._finish_flow(thread_id, answer))
 
     def get_state(self, thread_id: str) -> SessionState | None:
         """The thread's session state; ``None`` when it has none (never begun, reset,
@@ -277,14 +271,14 @@ class SessionMemory(RecordFlows):
     def transcript_thread_id(self, thread_id: str) -> str:
         """The transcript thread recording ``thread_id`` (created on first use)."""
         self._check(thread_id)
-        return self._drive(thread_id, self._thread_flow(thread_id))
+        return perform(self._thread_flow(thread_id))
 
     def delete_thread(self, thread_id: str) -> DeletionReceipt | None:
         """Erase the thread: its whole record (when a transcript is configured) and its
         session-state key. Never degraded: an erasure that cannot reach the record
         raises ``TranscriptUnavailable`` and leaves the state key for a retry."""
         self._check(thread_id)
-        return self._drive(thread_id, self._delete_flow(thread_id))
+        return perform(self._delete_flow(thread_id))
 
     def redact(
         self,
@@ -300,7 +294,7 @@ class SessionMemory(RecordFlows):
         self._check(thread_id)
         actor, reason, replacement = clean_text(actor), clean_text(reason), clean_text(replacement)
         flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
-        return self._drive(thread_id, flow)
+        return perform(flow)
 
     # ------------------------------------------------------------------ public API (async)
 
@@ -319,7 +313,7 @@ class SessionMemory(RecordFlows):
         flow = self._turn_flow(
             thread_id, question, message_id, self._today(today), model_call, full_text
         )
-        return await self._adrive(thread_id, flow)
+        return await aperform(flow)
 
     async def aedit_turn(
         self,
@@ -338,19 +332,19 @@ class SessionMemory(RecordFlows):
             thread_id, original_id, question, message_id, self._today(today), model_call,
             full_text,
         )
-        return await self._adrive(thread_id, flow)
+        return await aperform(flow)
 
     async def aregenerate(
         self, thread_id: str, answer_id: str, answer: str | NewMessage
     ) -> Message:
         """The async twin of ``regenerate``: the same flow; the record awaited."""
         self._check(thread_id)
-        return await self._adrive(thread_id, self._regenerate_flow(thread_id, answer_id, answer))
+        return await aperform(self._regenerate_flow(thread_id, answer_id, answer))
 
     async def arecord_model_input(self, thread_id: str, call: ModelCall) -> TurnRecord | None:
         """The async twin of ``record_model_input``: the same flow; the record awaited."""
         self._check(thread_id)
-        return await self._adrive(thread_id, self._model_input_flow(thread_id, call))
+        return await aperform(self._model_input_flow(thread_id, call))
 
     async def arecord_tool(
         self,
@@ -366,12 +360,12 @@ class SessionMemory(RecordFlows):
         name, arguments, outcome = _tool_input(name, args, result)
         self._note_tool(thread_id, call_id, name, arguments, outcome)
         flow = self._tool_flow(thread_id, name, arguments, outcome)
-        return await self._adrive(thread_id, flow)
+        return await aperform(flow)
 
     async def aend_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
         """The async twin of ``end_turn``: the same flow; record and state store awaited."""
         self._check(thread_id)
-        return await self._adrive(thread_id, self._finish_flow(thread_id, answer))
+        return await aperform(self._finish_flow(thread_id, answer))
 
     async def aget_state(self, thread_id: str) -> SessionState | None:
         """The async twin of ``get_state``: the state store awaited."""
@@ -391,12 +385,12 @@ class SessionMemory(RecordFlows):
     async def atranscript_thread_id(self, thread_id: str) -> str:
         """The async twin of ``transcript_thread_id``: the record awaited."""
         self._check(thread_id)
-        return await self._adrive(thread_id, self._thread_flow(thread_id))
+        return await aperform(self._thread_flow(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> DeletionReceipt | None:
         """The async twin of ``delete_thread``: the same flow; record and store awaited."""
         self._check(thread_id)
-        return await self._adrive(thread_id, self._delete_flow(thread_id))
+        return await aperform(self._delete_flow(thread_id))
 
     async def aredact(
         self,
@@ -411,67 +405,9 @@ class SessionMemory(RecordFlows):
         self._check(thread_id)
         actor, reason, replacement = clean_text(actor), clean_text(reason), clean_text(replacement)
         flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
-        return await self._adrive(thread_id, flow)
+        return await aperform(flow)
 
-    # ------------------------------------------------------------------ drivers
-    # Every request's exception is thrown back into the flow, which handles what it
-    # expects (a version conflict, an unavailable transcript) and re-raises the rest.
-
-    def _drive(self, thread_id: str, flow: _Flow[T]) -> T:
-        send: Any = None
-        throw: BaseException | None = None
-        while True:
-            try:
-                request = flow.throw(throw) if throw is not None else flow.send(send)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            send, throw = None, None
-            try:
-                if isinstance(request, _Load):
-                    send = self.store.load(self.tenant, thread_id)
-                elif isinstance(request, _Save):
-                    send = self.store.save(
-                        self.tenant, thread_id, request.state, expected_version=request.expected
-                    )
-                elif isinstance(request, _Transcript):
-                    call = getattr(self.transcript, request.method)
-                    send = call(*request.args, **request.kwargs)
-                elif isinstance(request, _DeleteState):
-                    self.store.delete(self.tenant, thread_id)
-                else:
-                    send = self.resolver.resolve(request.question, request.state, self.domain, request.today)
-            except Exception as exc:
-                throw = exc
-
-    async def _adrive(self, thread_id: str, flow: _Flow[T]) -> T:
-        send: Any = None
-        throw: BaseException | None = None
-        while True:
-            try:
-                request = flow.throw(throw) if throw is not None else flow.send(send)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            send, throw = None, None
-            try:
-                if isinstance(request, _Load):
-                    send = await self.store.aload(self.tenant, thread_id)
-                elif isinstance(request, _Save):
-                    send = await self.store.asave(
-                        self.tenant, thread_id, request.state, expected_version=request.expected
-                    )
-                elif isinstance(request, _Transcript):
-                    call = getattr(self.transcript, "a" + request.method)
-                    send = await call(*request.args, **request.kwargs)
-                elif isinstance(request, _DeleteState):
-                    await self.store.adelete(self.tenant, thread_id)
-                else:
-                    send = await self.resolver.aresolve(
-                        request.question, request.state, self.domain, request.today
-                    )
-            except Exception as exc:
-                throw = exc
-
-    # ------------------------------------------------------------------ turn logic (once)
+    # ------------------------------------------------------------------ helpers
 
     def _today(self, today: date | None) -> date:
         if today is not None:

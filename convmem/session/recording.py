@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
+from convmem.effects import Flow, call, do
 from convmem.errors import ConfigError, ConvMemError, TranscriptUnavailable
 from convmem.identity import clean_data, clean_text
 from convmem.session.questions import (
@@ -36,9 +37,6 @@ from convmem.session.records import (
 )
 from convmem.session.turns import (
     TurnFlows,
-    _DeleteState,
-    _Flow,
-    _Load,
     _no_io,
     _same_message,
     block_for,
@@ -58,6 +56,9 @@ if TYPE_CHECKING:  # the transcript (SQL) is imported only when one is configure
     )
 
 log = logging.getLogger("convmem.session")
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -90,26 +91,13 @@ class _OpenRecord:
         return _same_message(message_id, question, self.message_id, self.question)
 
 
-@dataclass(frozen=True)
-class _Transcript:
-    """Call ``transcript.<method>`` (``a<method>`` when driven async)."""
-
-    method: str
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
+class _Placement(TypedDict, total=False):
+    parent_id: str | None  # absent: after the active leaf (the store's default)
 
 
-def _placement(record: _OpenRecord) -> dict[str, Any]:
+def _placement(record: _OpenRecord) -> _Placement:
     """Where the turn's question goes: after the active leaf, or beside the edited one."""
     return {} if record.edit is None else {"parent_id": record.edit.parent_id}
-
-
-#: Calls (not a turn's writes: those are bound to the thread the turn began on) that
-#: may go to the key's current thread when the cached one was deleted by another
-#: instance: they name a message, which must then be in the current thread.
-_RETRY_ON_NEW_THREAD = frozenset(
-    {"delete_thread", "get_messages", "reconstruct_model_input", "redact", "regenerate"}
-)
 
 
 class RecordFlows(TurnFlows):
@@ -132,7 +120,7 @@ class RecordFlows(TurnFlows):
         call: ModelCall | None,
         full_text: str | None,
         edit: _Edit | None = None,
-    ) -> _Flow[Clarification | TurnContext]:
+    ) -> Flow[Clarification | TurnContext]:
         if call is not None and not isinstance(call, ModelCall):
             raise ConfigError(f"model_call must be a convmem.ModelCall, got {type(call).__name__}")
         question = clean_text(question)
@@ -156,7 +144,7 @@ class RecordFlows(TurnFlows):
         today: date,
         call: ModelCall | None,
         full_text: str | None,
-    ) -> _Flow[Clarification | TurnContext]:
+    ) -> Flow[Clarification | TurnContext]:
         if self.transcript is None:
             raise ConfigError(
                 "edit_turn needs the record of the edited message: this SessionMemory has "
@@ -164,7 +152,8 @@ class RecordFlows(TurnFlows):
             )
         if not isinstance(original_id, str) or not original_id:
             raise ConfigError(f"edit_turn: original_id must be a message id, got {original_id!r}")
-        found = yield from self._on_thread(thread_id, "get_messages", [original_id])
+        t = self._transcript()
+        found = yield from self._on_thread(thread_id, t.get_messages, t.aget_messages, [original_id])
         if not found:
             raise ConfigError(
                 f"edit_turn: message {original_id!r} is not in the record of thread {thread_id!r}"
@@ -185,7 +174,7 @@ class RecordFlows(TurnFlows):
 
     def _state_before(
         self, thread_id: str, original: Message
-    ) -> _Flow[Callable[[SessionState], SessionState]]:
+    ) -> Flow[Callable[[SessionState], SessionState]]:
         """How to get back the state ``original`` was asked in.
 
         Its model-input record's snapshot holds the open turn's base: the state before
@@ -194,8 +183,9 @@ class RecordFlows(TurnFlows):
         with no record (clarified before any model call) gets the live state with its
         question taken out, as redaction does."""
         if original.turn_id is not None:
+            t = self._transcript()
             recorded = yield from self._on_thread(
-                thread_id, "reconstruct_model_input", original.turn_id
+                thread_id, t.reconstruct_model_input, t.areconstruct_model_input, original.turn_id
             )
             ot = recorded.state_snapshot.get("open_turn")
             if isinstance(ot, Mapping) and isinstance(ot.get("base"), Mapping):
@@ -207,17 +197,18 @@ class RecordFlows(TurnFlows):
 
     def _regenerate_flow(
         self, thread_id: str, answer_id: str, answer: str | NewMessage
-    ) -> _Flow[Message]:
-        if self.transcript is None:
+    ) -> Flow[Message]:
+        t = self.transcript
+        if t is None:
             raise ConfigError(
                 "regenerate records a new answer: this SessionMemory has no transcript "
                 "(pass transcript=TranscriptStore(...))"
             )
         if isinstance(answer, str):
             answer = clean_text(answer)
-        return (yield from self._on_thread(thread_id, "regenerate", answer_id, answer))  # type: ignore[no-any-return]
+        return (yield from self._on_thread(thread_id, t.regenerate, t.aregenerate, answer_id, answer))
 
-    def _model_input_flow(self, thread_id: str, call: ModelCall) -> _Flow[TurnRecord | None]:
+    def _model_input_flow(self, thread_id: str, call: ModelCall) -> Flow[TurnRecord | None]:
         if not isinstance(call, ModelCall):
             raise ConfigError(
                 f"record_model_input needs a convmem.ModelCall, got {type(call).__name__}"
@@ -232,14 +223,14 @@ class RecordFlows(TurnFlows):
             )
         return (yield from self._commit_input(thread_id, record, call))
 
-    def _finish_flow(self, thread_id: str, answer: str | None) -> _Flow[SessionState]:
+    def _finish_flow(self, thread_id: str, answer: str | None) -> Flow[SessionState]:
         answer = _optional_text(answer, "answer")
         record: _OpenRecord | None = None
         if self.transcript is not None:
             record = yield from self._open_record(thread_id)
             if record is not None and not record.done:
                 yield from self._commit_answer(thread_id, record, answer)
-        state = yield from self._end_flow()
+        state = yield from self._end_flow(thread_id)
         key = (self.tenant, thread_id)
         if record is not None and self._open.get(key) is record:
             del self._open[key]
@@ -273,41 +264,42 @@ class RecordFlows(TurnFlows):
         self._open[key] = record
         return record
 
-    def _open_record(self, thread_id: str) -> _Flow[_OpenRecord | None]:
+    def _open_record(self, thread_id: str) -> Flow[_OpenRecord | None]:
         """This process's open turn, else the one the session state says is open."""
         found = self._open.get((self.tenant, thread_id))
         if found is not None:
             return found
-        loaded = yield _Load()
+        loaded = yield from do(self._load(thread_id))
         return None if loaded is None else self._note_turn(thread_id, loaded, None)
 
     def _commit_input(
-        self, thread_id: str, record: _OpenRecord, call: ModelCall
-    ) -> _Flow[TurnRecord | None]:
+        self, thread_id: str, record: _OpenRecord, model_call: ModelCall
+    ) -> Flow[TurnRecord | None]:
         """Commit point 1: the user's message and the model input, once per turn, into
         the thread the turn began on (``ThreadDeleted`` if it was deleted since)."""
         if record.record is not None or record.input_skipped:
             return record.record
         from convmem.transcript import ModelInput
 
-        user = self._user_message(record, call.sent_question)
+        mc, t = model_call, self._transcript()
+        user = self._user_message(record, mc.sent_question)
         try:
             binding = yield from self._turn_binding(thread_id, record)
             model_input = ModelInput(
-                rendered_block=record.block if call.block is None else call.block,
+                rendered_block=record.block if mc.block is None else mc.block,
                 state_snapshot=state_to_dict(record.state),
-                sent_message_ids=call.history_ids,
-                system_prompt=call.system_prompt,
-                tool_schemas=[dict(s) for s in call.tool_schemas],
-                model=call.model,
-                model_params=dict(call.model_params),
-                quoted_message_ids=_quoted_ids(record, call, binding),
+                sent_message_ids=mc.history_ids,
+                system_prompt=mc.system_prompt,
+                tool_schemas=[dict(s) for s in mc.tool_schemas],
+                model=mc.model,
+                model_params=dict(mc.model_params),
+                quoted_message_ids=_quoted_ids(record, mc, binding),
             )
-            record.record = yield _Transcript(
-                "begin_turn_record",
-                (self.tenant, binding.thread.id, user, model_input),
-                {**_placement(record), "incarnation": binding.thread.incarnation},
-            )
+            record.record = yield from do(call(
+                t.begin_turn_record, t.abegin_turn_record,
+                self.tenant, binding.thread.id, user, model_input,
+                incarnation=binding.thread.incarnation, **_placement(record),
+            ))
         except TranscriptUnavailable as exc:  # ThreadDeleted too: nothing was written
             self._unrecorded(thread_id, "commit point 1 (user message and model input)", exc)
             record.input_skipped = True
@@ -315,7 +307,7 @@ class RecordFlows(TurnFlows):
 
     def _commit_answer(
         self, thread_id: str, record: _OpenRecord, answer: str | None
-    ) -> _Flow[None]:
+    ) -> Flow[None]:
         """Commit point 2: tool calls, results and the answer, linked to point 1.
 
         Without point 1 (a clarification: no model call; or point 1 was skipped) the
@@ -325,24 +317,25 @@ class RecordFlows(TurnFlows):
         from convmem.transcript import NewMessage
         from convmem.transcript.errors import ThreadNotFound
 
+        t = self._transcript()
         messages = list(record.tools)
         if answer is not None:
             messages.append(NewMessage(role="assistant", content=answer))
         try:
             binding = yield from self._turn_binding(thread_id, record)
-            bound = {"incarnation": binding.thread.incarnation}
+            incarnation = binding.thread.incarnation
             if record.record is not None:
                 turn = record.record
-                yield _Transcript(
-                    "complete_turn", (self.tenant, turn.thread_id, turn.turn_id, messages), bound
-                )
+                yield from do(call(
+                    t.complete_turn, t.acomplete_turn,
+                    self.tenant, turn.thread_id, turn.turn_id, messages, incarnation=incarnation,
+                ))
             else:
                 user = self._user_message(record, None)
-                yield _Transcript(
-                    "append",
-                    (self.tenant, binding.thread.id, [user, *messages]),
-                    {**_placement(record), **bound},
-                )
+                yield from do(call(
+                    t.append, t.aappend, self.tenant, binding.thread.id, [user, *messages],
+                    incarnation=incarnation, **_placement(record),
+                ))
         except TranscriptUnavailable as exc:  # ThreadDeleted too: nothing was written
             self._unrecorded(thread_id, "commit point 2 (tool calls, results, answer)", exc)
         except ThreadNotFound:
@@ -350,53 +343,72 @@ class RecordFlows(TurnFlows):
                         "the rest of the turn is not recorded", thread_id)
         record.done = True
 
-    def _bind_flow(self, thread_id: str) -> _Flow[TurnBinding | None]:
+    def _bind_flow(self, thread_id: str) -> Flow[TurnBinding | None]:
         """Bind a beginning turn to its thread: the key's thread (created if need be)
         and its incarnation, which every write of the turn must find again, so a turn
         that began before ``delete_thread`` never writes afterwards. One read per turn.
         A record that cannot be reached now is bound at its first commit point instead
         (a state-only ``begin_turn`` never fails on the record)."""
+        t = self._transcript()
         try:
-            binding: TurnBinding = yield _Transcript("bind_turn", (self.tenant, thread_id))
+            binding = yield from do(call(t.bind_turn, t.abind_turn, self.tenant, thread_id))
         except TranscriptUnavailable:
             return None
         self._threads[(self.tenant, thread_id)] = binding.thread.id
         return binding
 
-    def _turn_binding(self, thread_id: str, record: _OpenRecord) -> _Flow[TurnBinding]:
+    def _turn_binding(self, thread_id: str, record: _OpenRecord) -> Flow[TurnBinding]:
         """The turn's binding; bound now if it began elsewhere or the record was down."""
         if record.binding is None:
-            binding: TurnBinding = yield _Transcript("bind_turn", (self.tenant, thread_id))
+            t = self._transcript()
+            binding = yield from do(call(t.bind_turn, t.abind_turn, self.tenant, thread_id))
             self._threads[(self.tenant, thread_id)] = binding.thread.id
             record.binding = binding
         return record.binding
 
-    def _thread_flow(self, thread_id: str) -> _Flow[str]:
-        """The transcript thread whose key is ``thread_id`` (cached per process)."""
+    def _transcript(self) -> TranscriptStore:
+        """The transcript a record flow writes to (the public methods that need one
+        say so in their own words before any flow starts)."""
         if self.transcript is None:
             raise ConfigError(
                 "this SessionMemory has no transcript: pass transcript=TranscriptStore(...)"
             )
+        return self.transcript
+
+    def _thread_flow(self, thread_id: str) -> Flow[str]:
+        """The transcript thread whose key is ``thread_id`` (cached per process)."""
+        t = self._transcript()
         key = (self.tenant, thread_id)
         found = self._threads.get(key)
         if found is None:
-            thread = yield _Transcript("get_or_create_thread", (self.tenant, thread_id))
+            thread = yield from do(
+                call(t.get_or_create_thread, t.aget_or_create_thread, self.tenant, thread_id)
+            )
             found = self._threads.setdefault(key, thread.id)
         return found
 
-    def _on_thread(self, thread_id: str, method: str, *args: Any, **kwargs: Any) -> _Flow[Any]:
-        """``transcript.<method>(tenant, transcript thread, *args)`` for what is not a
-        turn's write (those go to the turn's own binding); when the cached thread is
-        gone (another instance deleted it), look the key up again once."""
+    def _on_thread(
+        self,
+        thread_id: str,
+        sync: Callable[Concatenate[str, str, P], T],
+        async_: Callable[Concatenate[str, str, P], Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Flow[T]:
+        """A transcript call on the key's thread, ``sync(tenant, transcript thread,
+        *args)`` or its ``async_`` twin, for what is not a turn's write (those go to the
+        thread the turn began on). Each of them names a message or the thread, which
+        must then be in the key's *current* thread: when the cached thread is gone
+        (another instance deleted it), the key is looked up again once."""
         from convmem.transcript.errors import ThreadNotFound
 
         key = (self.tenant, thread_id)
         for attempt in (1, 2):
             tid = yield from self._thread_flow(thread_id)
             try:
-                return (yield _Transcript(method, (self.tenant, tid, *args), kwargs))
+                return (yield from do(call(sync, async_, self.tenant, tid, *args, **kwargs)))
             except ThreadNotFound:
-                if attempt == 2 or method not in _RETRY_ON_NEW_THREAD:
+                if attempt == 2:
                     raise
                 if self._threads.get(key) == tid:
                     del self._threads[key]
@@ -444,26 +456,29 @@ class RecordFlows(TurnFlows):
         log.warning("thread %r: %s not recorded; the turn goes on "
                     "(on_transcript_error='degrade'): %s", thread_id, what, exc)
 
-    def _delete_flow(self, thread_id: str) -> _Flow[DeletionReceipt | None]:
+    def _delete_flow(self, thread_id: str) -> Flow[DeletionReceipt | None]:
         receipt: DeletionReceipt | None = None
         key = (self.tenant, thread_id)
-        if self.transcript is not None:
+        t = self.transcript
+        if t is not None:
             self._open.pop(key, None)
-            receipt = yield from self._on_thread(thread_id, "delete_thread")
+            receipt = yield from self._on_thread(thread_id, t.delete_thread, t.adelete_thread)
             self._threads.pop(key, None)
-        yield _DeleteState()
+        yield from do(call(self.store.delete, self.store.adelete, self.tenant, thread_id))
         return receipt
 
     def _redact_flow(
         self, thread_id: str, message_id: str, actor: str, reason: str, replacement: str
-    ) -> _Flow[RedactionReceipt]:
-        found = yield from self._on_thread(thread_id, "get_messages", [message_id])
+    ) -> Flow[RedactionReceipt]:
+        t = self._transcript()
+        found = yield from self._on_thread(thread_id, t.get_messages, t.aget_messages, [message_id])
         receipt = yield from self._on_thread(
-            thread_id, "redact", message_id, actor=actor, reason=reason, replacement=replacement
+            thread_id, t.redact, t.aredact, message_id,
+            actor=actor, reason=reason, replacement=replacement,
         )
         gone = _question_texts(found)
         if not gone:
-            return receipt  # type: ignore[no-any-return]
+            return receipt
         record = self._open.get((self.tenant, thread_id))
         if record is not None and (record.text in gone or record.question in gone):
             record.text = replacement
@@ -476,7 +491,7 @@ class RecordFlows(TurnFlows):
             scrubbed = without_questions(current, gone)
             return (None if scrubbed == current else scrubbed), None
 
-        yield from self._save_with_retry(_no_io(compute), f"redact {thread_id}")
-        return receipt  # type: ignore[no-any-return]
+        yield from self._save_with_retry(thread_id, _no_io(compute), f"redact {thread_id}")
+        return receipt
 
     # ------------------------------------------------------------------ helpers

@@ -1,8 +1,9 @@
 """Turn flows: the session state's side of a turn, written once for both drivers.
 
-Each flow is a generator that yields its I/O requests (load the state, resolve the
-question, compare-and-set save) and receives the results; the façade's drivers answer
-them with the sync or the async store and resolver. A compare-and-set conflict is
+Each flow is a generator that yields its I/O as typed effects (``convmem.effects``:
+load the state, resolve the question, compare-and-set save) and receives the results;
+``perform`` runs them with the sync store and resolver, ``aperform`` with the async
+ones. A compare-and-set conflict is
 thrown back into the flow, which reloads and re-applies the turn (at most
 ``MAX_TRIES`` tries, then it goes on with the freshest state and logs): one loop,
 ``_save_with_retry``, for every flow that saves (``begin_turn`` resolves inside it).
@@ -12,12 +13,13 @@ Nothing here touches the transcript.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import date
 from typing import Any, TypeVar
 
 from convmem.domain import Domain
+from convmem.effects import Effect, Flow, call, do
 from convmem.errors import ConfigError, VersionConflict
 from convmem.identity import clean_data, clean_text
 from convmem.policy import (
@@ -30,9 +32,10 @@ from convmem.policy import (
     start_turn,
 )
 from convmem.render import render
-from convmem.resolve import Resolution, carry_focus
+from convmem.resolve import Resolution, Resolver, carry_focus
 from convmem.session.records import Clarification, TurnContext
 from convmem.state import OpenTurn, Option, PendingClarification, SessionState
+from convmem.stores.base import SessionStateStore
 from convmem.tools import ToolResult
 
 log = logging.getLogger("convmem.session")
@@ -52,31 +55,6 @@ def _same_message(
     return question == known_question
 
 
-# I/O requests the turn generators yield.
-@dataclass(frozen=True)
-class _Load:
-    pass
-
-
-@dataclass(frozen=True)
-class _DeleteState:
-    pass
-
-
-@dataclass(frozen=True)
-class _Save:
-    state: SessionState
-    expected: int
-
-
-@dataclass(frozen=True)
-class _Resolve:
-    question: str
-    state: SessionState
-    today: date
-
-
-_Flow = Generator[Any, Any, T]
 
 
 def block_for(state: SessionState) -> str:
@@ -109,10 +87,10 @@ def _tool_input(
     return clean_text(name), clean_data(dict(args or {})), outcome
 
 
-def _no_io(compute: Callable[[SessionState], R]) -> Callable[[SessionState], _Flow[R]]:
+def _no_io(compute: Callable[[SessionState], R]) -> Callable[[SessionState], Flow[R]]:
     """``compute`` as a flow that yields nothing (for ``_save_with_retry``)."""
 
-    def flow(current: SessionState) -> _Flow[R]:
+    def flow(current: SessionState) -> Flow[R]:
         yield from ()
         return compute(current)
 
@@ -125,10 +103,26 @@ class TurnFlows:
     domain: Domain
     config: PolicyConfig
     tenant: str
+    store: SessionStateStore
+    resolver: Resolver
+
+    def _load(self, thread_id: str) -> Effect[SessionState | None]:
+        return call(self.store.load, self.store.aload, self.tenant, thread_id)
+
+    def _save(self, thread_id: str, state: SessionState, expected: int) -> Effect[int]:
+        store = self.store
+        return call(store.save, store.asave, self.tenant, thread_id, state, expected_version=expected)
+
+    def _resolve(self, question: str, state: SessionState, today: date) -> Effect[Resolution]:
+        resolver = self.resolver
+        return call(resolver.resolve, resolver.aresolve, question, state, self.domain, today)
 
     def _save_with_retry(
-        self, compute: Callable[[SessionState], _Flow[tuple[SessionState | None, T]]], what: str
-    ) -> _Flow[T]:
+        self,
+        thread_id: str,
+        compute: Callable[[SessionState], Flow[tuple[SessionState | None, T]]],
+        what: str,
+    ) -> Flow[T]:
         """The one compare-and-set loop: load, compute, save over the loaded version; on a
         conflict reload and recompute (``MAX_TRIES`` tries, then go on unsaved and log).
 
@@ -137,13 +131,13 @@ class TurnFlows:
         result; a result carrying the saved state gets its new version."""
         result: T | None = None
         for attempt in range(1, MAX_TRIES + 1):
-            loaded = yield _Load()
+            loaded = yield from do(self._load(thread_id))
             current = loaded if loaded is not None else SessionState()
             new, result = yield from compute(current)
             if new is None:
                 return result
             try:
-                version = yield _Save(new, current.version)
+                version = yield from do(self._save(thread_id, new, current.version))
             except VersionConflict:
                 log.debug("%s: version conflict (try %d of %d)", what, attempt, MAX_TRIES)
                 continue
@@ -159,12 +153,12 @@ class TurnFlows:
         message_id: str | None,
         today: date,
         restore: Callable[[SessionState], SessionState] | None = None,
-    ) -> _Flow[Clarification | TurnContext]:
+    ) -> Flow[Clarification | TurnContext]:
         """``restore`` (an edit) maps the loaded state to the one the turn starts from;
         the result is saved over the loaded one in the same compare-and-set."""
         resolved: dict[int, tuple[str, Resolution]] = {}
 
-        def compute(current: SessionState) -> _Flow[tuple[SessionState | None, SessionState]]:
+        def compute(current: SessionState) -> Flow[tuple[SessionState | None, SessionState]]:
             # The same message again: the turn already began. An edit is the same turn
             # again only by message id (its text may repeat).
             ot = current.open_turn
@@ -183,7 +177,7 @@ class TurnFlows:
                     asked = pending.question
             key = current.version  # resolved again only when a conflict changed the state
             if key not in resolved or resolved[key][0] != asked:
-                resolution = yield _Resolve(asked, base, today)
+                resolution = yield from do(self._resolve(asked, base, today))
                 resolved[key] = (asked, resolution)
             resolution = resolved[key][1]
             outcome = apply_resolution(base, resolution, self.config, confirmed=chosen,
@@ -206,7 +200,7 @@ class TurnFlows:
                 )
             return new, new
 
-        state = yield from self._save_with_retry(compute, f"begin_turn {thread_id}")
+        state = yield from self._save_with_retry(thread_id, compute, f"begin_turn {thread_id}")
         return self._result(thread_id, state)
 
     def _result(self, thread_id: str, state: SessionState) -> Clarification | TurnContext:
@@ -235,7 +229,7 @@ class TurnFlows:
 
     def _tool_flow(
         self, thread_id: str, name: str, args: dict[str, Any], result: ToolResult
-    ) -> Generator[Any, Any, Clarification | None]:
+    ) -> Flow[Clarification | None]:
         def compute(current: SessionState) -> tuple[SessionState | None, Clarification | None]:
             ot = current.open_turn
             if ot is not None and ot.clarified:
@@ -252,13 +246,14 @@ class TurnFlows:
                 return None, None
             return outcome.state, None
 
-        return (yield from self._save_with_retry(_no_io(compute), f"record_tool {thread_id}"))
+        what = f"record_tool {thread_id}"
+        return (yield from self._save_with_retry(thread_id, _no_io(compute), what))
 
-    def _end_flow(self) -> Generator[Any, Any, SessionState]:
+    def _end_flow(self, thread_id: str) -> Flow[SessionState]:
         def compute(current: SessionState) -> tuple[SessionState | None, SessionState]:
             if current.open_turn is None:
                 return None, current
             new = current.evolve(open_turn=None)
             return new, new
 
-        return (yield from self._save_with_retry(_no_io(compute), "end_turn"))
+        return (yield from self._save_with_retry(thread_id, _no_io(compute), "end_turn"))
