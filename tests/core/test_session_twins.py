@@ -34,3 +34,22 @@ def test_every_public_method_has_its_twin_with_the_same_signature_and_a_docstrin
         assert doc and f"``{name}``" in doc, f"a{name}'s docstring does not name {name}"
     for name in NO_IO:
         assert inspect.getdoc(methods[name]), f"{name} has no docstring"
+
+
+def test_the_session_steps_no_generator_of_its_own() -> None:
+    """Flows run only through ``convmem.effects`` (``perform``/``aperform``): nothing in
+    the package sends into a generator, throws into one or catches ``StopIteration``."""
+    import ast
+    from pathlib import Path
+
+    import convmem.session
+
+    package = Path(convmem.session.__file__).parent
+    found = []
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ExceptHandler) and "StopIteration" in ast.unparse(node.type or node):
+                found.append(f"{path.name}:{node.lineno} except StopIteration")
+            if isinstance(node, ast.Attribute) and node.attr in ("send", "throw"):
+                found.append(f"{path.name}:{node.lineno} .{node.attr}")
+    assert len(list(package.glob("*.py"))) >= 5 and found == []
