@@ -60,6 +60,7 @@ from convmem.transcript.models import (
     THREADS,
     TURNS,
 )
+from convmem.transcript.provenance import derived_texts
 from convmem.transcript.records import (
     ROLES,
     VISIBILITIES,
@@ -1574,16 +1575,11 @@ def scrub(obj: Any, needles: Sequence[str], replacement: str) -> Any:
 
 def _derived_needles(extra: Mapping[str, Any]) -> set[str]:
     """Text derived from a message that ``SessionMemory`` notes in its ``extra``
-    (``convmem.rewritten`` / ``convmem.sent_as``): it quotes the message in other words,
-    so it goes wherever the message's own text goes, in all its forms."""
-    ours = extra.get("convmem")
-    if not isinstance(ours, Mapping):
-        return set()
+    (``convmem.transcript.provenance``): it quotes the message in other words, so it
+    goes wherever the message's own text goes, in all its forms."""
     found: set[str] = set()
-    for k in ("rewritten", "sent_as"):
-        v = ours.get(k)
-        if isinstance(v, str):
-            found |= text_forms(v)
+    for text in derived_texts(extra):
+        found |= text_forms(text)
     return found
 
 

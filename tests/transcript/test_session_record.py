@@ -194,7 +194,8 @@ def test_two_commit_points_per_turn(make: Any, transcript: TranscriptStore, tena
     assert again == first  # one model-input record per turn: the first call's
     (user,) = t.store("active_path", tenant, tid)  # commit point 1: the user message
     assert user.role == "user" and user.text == "Pull up Brightwater Farms."
-    assert user.extra == {"convmem": {"message_id": "m1"}} and user.turn_id == first.turn_id
+    assert user.extra == {"convmem": {"message_id": "m1", "version": 1}}
+    assert user.turn_id == first.turn_id
 
     seen = t.store("reconstruct_model_input", tenant, tid, first.turn_id)
     assert seen.system_prompt == CALL.system_prompt and seen.model == "fake-model-1"
@@ -225,7 +226,8 @@ def test_two_commit_points_per_turn(make: Any, transcript: TranscriptStore, tena
     path = t.store("active_path", tenant, tid)
     assert path[-1].text == "Who's their rep?"
     assert path[-1].extra == {"convmem": {"rewritten": "Who's Brightwater Farms's rep?",
-                                          "sent_as": "Who's Brightwater Farms's rep?"}}
+                                          "sent_as": "Who's Brightwater Farms's rep?",
+                                          "version": 1}}
     seen = t.store("reconstruct_model_input", tenant, tid, path[-1].turn_id)
     assert [m.id for m in seen.messages] == [user.id, path[3].id]
     assert seen.rendered_block == second.block and "Brightwater Farms" in seen.rendered_block

@@ -1,0 +1,497 @@
+"""Record flows: the façade's side of the transcript.
+
+A turn is recorded at two commit points (see ``convmem.session``): the user's message
+and the model input right before the model is called, then the tool calls, results
+and answer in ``end_turn``. Between them the turn is remembered in-process
+(``_OpenRecord``). A turn binds to its thread's incarnation when it begins and writes
+only there. ``edit_turn``, ``regenerate``, ``redact`` and ``delete_thread`` are flows
+here too; they reach the transcript thread whose key is the application's thread id.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
+
+from convmem.effects import Flow, call, do
+from convmem.errors import ConfigError, ConvMemError, TranscriptUnavailable
+from convmem.identity import clean_data, clean_text
+from convmem.session.questions import (
+    _question_texts,
+    _quoted_ids,
+    question_provenance,
+    without_questions,
+)
+from convmem.session.records import (
+    Clarification,
+    ModelCall,
+    OnTranscriptError,
+    SessionStats,
+    TurnContext,
+    _optional_text,
+)
+from convmem.session.turns import (
+    TurnFlows,
+    _no_io,
+    _same_message,
+    block_for,
+)
+from convmem.state import SessionState, state_from_dict, state_to_dict
+from convmem.tools import ToolResult
+
+if TYPE_CHECKING:  # the transcript (SQL) is imported only when one is configured
+    from convmem.transcript import (
+        DeletionReceipt,
+        Message,
+        NewMessage,
+        RedactionReceipt,
+        TranscriptStore,
+        TurnBinding,
+        TurnRecord,
+    )
+
+log = logging.getLogger("convmem.session")
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+@dataclass(frozen=True)
+class _Edit:
+    """A turn asked in place of the recorded user message ``original_id``: its question
+    goes under the same parent, and it starts from the state ``restore`` gives."""
+
+    original_id: str
+    parent_id: str | None
+    restore: Callable[[SessionState], SessionState] = field(compare=False)
+
+
+@dataclass
+class _OpenRecord:
+    """The turn between its two commit points, as this process knows it."""
+
+    message_id: str | None
+    question: str
+    text: str  # the user's message for the record
+    state: SessionState
+    block: str
+    record: TurnRecord | None = None  # commit point 1, once written
+    input_skipped: bool = False  # commit point 1 failed and the turn went on (degrade)
+    tools: list[NewMessage] = field(default_factory=list)
+    done: bool = False  # commit point 2 written
+    edit: _Edit | None = None  # the question is a sibling of an earlier one
+    binding: TurnBinding | None = None  # the thread (incarnation) the turn began on
+
+    def same_turn(self, message_id: str | None, question: str) -> bool:
+        return _same_message(message_id, question, self.message_id, self.question)
+
+
+class _Placement(TypedDict, total=False):
+    parent_id: str | None  # absent: after the active leaf (the store's default)
+
+
+def _placement(record: _OpenRecord) -> _Placement:
+    """Where the turn's question goes: after the active leaf, or beside the edited one."""
+    return {} if record.edit is None else {"parent_id": record.edit.parent_id}
+
+
+class RecordFlows(TurnFlows):
+    """The transcript flows of ``SessionMemory`` (its base class, over ``TurnFlows``)."""
+
+    transcript: TranscriptStore | None
+    on_transcript_error: OnTranscriptError
+    stats: SessionStats
+    _threads: dict[tuple[str, str], str]
+    _open: dict[tuple[str, str], _OpenRecord]
+
+    # ------------------------------------------------------------------ the record (once)
+
+    def _turn_flow(
+        self,
+        thread_id: str,
+        question: str,
+        message_id: str | None,
+        today: date,
+        call: ModelCall | None,
+        full_text: str | None,
+        edit: _Edit | None = None,
+    ) -> Flow[Clarification | TurnContext]:
+        if call is not None and not isinstance(call, ModelCall):
+            raise ConfigError(f"model_call must be a convmem.ModelCall, got {type(call).__name__}")
+        question = clean_text(question)
+        full_text = _optional_text(full_text, "full_text")
+        restore = None if edit is None else edit.restore
+        binding = None if self.transcript is None else (yield from self._bind_flow(thread_id))
+        started = yield from self._begin_flow(thread_id, question, message_id, today, restore)
+        if self.transcript is None:
+            return started
+        record = self._note_turn(thread_id, started.state, full_text, edit, binding)
+        if call is not None and record is not None and isinstance(started, TurnContext):
+            yield from self._commit_input(thread_id, record, call)
+        return started
+
+    def _edit_flow(
+        self,
+        thread_id: str,
+        original_id: str,
+        question: str,
+        message_id: str | None,
+        today: date,
+        call: ModelCall | None,
+        full_text: str | None,
+    ) -> Flow[Clarification | TurnContext]:
+        if self.transcript is None:
+            raise ConfigError(
+                "edit_turn needs the record of the edited message: this SessionMemory has "
+                "no transcript (pass transcript=TranscriptStore(...))"
+            )
+        if not isinstance(original_id, str) or not original_id:
+            raise ConfigError(f"edit_turn: original_id must be a message id, got {original_id!r}")
+        t = self._transcript()
+        found = yield from self._on_thread(thread_id, t.get_messages, t.aget_messages, [original_id])
+        if not found:
+            raise ConfigError(
+                f"edit_turn: message {original_id!r} is not in the record of thread {thread_id!r}"
+            )
+        original: Message = found[0]
+        if original.role != "user":
+            raise ConfigError(
+                f"edit_turn: message {original_id!r} is a {original.role} message; "
+                "only a user's question can be edited (regenerate replaces an answer)"
+            )
+        restore = yield from self._state_before(thread_id, original)
+        edit = _Edit(original.id, original.parent_id, restore)
+        return (
+            yield from self._turn_flow(
+                thread_id, question, message_id, today, call, full_text, edit
+            )
+        )
+
+    def _state_before(
+        self, thread_id: str, original: Message
+    ) -> Flow[Callable[[SessionState], SessionState]]:
+        """How to get back the state ``original`` was asked in.
+
+        Its model-input record's snapshot holds the open turn's base: the state before
+        the question with the turn counted (``start_turn``), so one is taken back off
+        and the edit's own ``start_turn`` lands on the same turn and filters. A message
+        with no record (clarified before any model call) gets the live state with its
+        question taken out, as redaction does."""
+        if original.turn_id is not None:
+            t = self._transcript()
+            recorded = yield from self._on_thread(
+                thread_id, t.reconstruct_model_input, t.areconstruct_model_input, original.turn_id
+            )
+            ot = recorded.state_snapshot.get("open_turn")
+            if isinstance(ot, Mapping) and isinstance(ot.get("base"), Mapping):
+                base = state_from_dict(ot["base"])
+                before = base.evolve(turn=max(base.turn - 1, 0), open_turn=None, pending=None)
+                return lambda current: before.evolve(version=current.version)
+        gone = _question_texts([original])
+        return lambda current: without_questions(current, gone).evolve(open_turn=None)
+
+    def _regenerate_flow(
+        self, thread_id: str, answer_id: str, answer: str | NewMessage
+    ) -> Flow[Message]:
+        t = self.transcript
+        if t is None:
+            raise ConfigError(
+                "regenerate records a new answer: this SessionMemory has no transcript "
+                "(pass transcript=TranscriptStore(...))"
+            )
+        if isinstance(answer, str):
+            answer = clean_text(answer)
+        return (yield from self._on_thread(thread_id, t.regenerate, t.aregenerate, answer_id, answer))
+
+    def _model_input_flow(self, thread_id: str, call: ModelCall) -> Flow[TurnRecord | None]:
+        if not isinstance(call, ModelCall):
+            raise ConfigError(
+                f"record_model_input needs a convmem.ModelCall, got {type(call).__name__}"
+            )
+        if self.transcript is None:
+            return None
+        record = yield from self._open_record(thread_id)
+        if record is None:
+            raise ConfigError(
+                f"record_model_input: thread {thread_id!r} has no turn in progress; "
+                "call begin_turn first"
+            )
+        return (yield from self._commit_input(thread_id, record, call))
+
+    def _finish_flow(self, thread_id: str, answer: str | None) -> Flow[SessionState]:
+        answer = _optional_text(answer, "answer")
+        record: _OpenRecord | None = None
+        if self.transcript is not None:
+            record = yield from self._open_record(thread_id)
+            if record is not None and not record.done:
+                yield from self._commit_answer(thread_id, record, answer)
+        state = yield from self._end_flow(thread_id)
+        key = (self.tenant, thread_id)
+        if record is not None and self._open.get(key) is record:
+            del self._open[key]
+        return state
+
+    def _note_turn(
+        self,
+        thread_id: str,
+        state: SessionState,
+        full_text: str | None,
+        edit: _Edit | None = None,
+        binding: TurnBinding | None = None,
+    ) -> _OpenRecord | None:
+        """The in-process record of the state's open turn (a new one for a new message)."""
+        ot = state.open_turn
+        if ot is None:
+            return None
+        key = (self.tenant, thread_id)
+        found = self._open.get(key)
+        same_edit = edit is None or found is None or found.edit == edit
+        if found is not None and same_edit and found.same_turn(ot.message_id, ot.question):
+            if found.record is None:  # not sent yet: keep the latest view of the turn
+                found.state, found.block = state, block_for(state)
+                if full_text is not None:
+                    found.text = full_text
+            return found
+        text = full_text if full_text is not None else ot.question
+        record = _OpenRecord(
+            ot.message_id, ot.question, text, state, block_for(state), edit=edit, binding=binding
+        )
+        self._open[key] = record
+        return record
+
+    def _open_record(self, thread_id: str) -> Flow[_OpenRecord | None]:
+        """This process's open turn, else the one the session state says is open."""
+        found = self._open.get((self.tenant, thread_id))
+        if found is not None:
+            return found
+        loaded = yield from do(self._load(thread_id))
+        return None if loaded is None else self._note_turn(thread_id, loaded, None)
+
+    def _commit_input(
+        self, thread_id: str, record: _OpenRecord, model_call: ModelCall
+    ) -> Flow[TurnRecord | None]:
+        """Commit point 1: the user's message and the model input, once per turn, into
+        the thread the turn began on (``ThreadDeleted`` if it was deleted since)."""
+        if record.record is not None or record.input_skipped:
+            return record.record
+        from convmem.transcript import ModelInput
+
+        mc, t = model_call, self._transcript()
+        user = self._user_message(record, mc.sent_question)
+        try:
+            binding = yield from self._turn_binding(thread_id, record)
+            model_input = ModelInput(
+                rendered_block=record.block if mc.block is None else mc.block,
+                state_snapshot=state_to_dict(record.state),
+                sent_message_ids=mc.history_ids,
+                system_prompt=mc.system_prompt,
+                tool_schemas=[dict(s) for s in mc.tool_schemas],
+                model=mc.model,
+                model_params=dict(mc.model_params),
+                quoted_message_ids=_quoted_ids(record, mc, binding),
+            )
+            record.record = yield from do(call(
+                t.begin_turn_record, t.abegin_turn_record,
+                self.tenant, binding.thread.id, user, model_input,
+                incarnation=binding.thread.incarnation, **_placement(record),
+            ))
+        except TranscriptUnavailable as exc:  # ThreadDeleted too: nothing was written
+            self._unrecorded(thread_id, "commit point 1 (user message and model input)", exc)
+            record.input_skipped = True
+        return record.record
+
+    def _commit_answer(
+        self, thread_id: str, record: _OpenRecord, answer: str | None
+    ) -> Flow[None]:
+        """Commit point 2: tool calls, results and the answer, linked to point 1.
+
+        Without point 1 (a clarification: no model call; or point 1 was skipped) the
+        user's message goes in the same transaction, ahead of the rest. Either way only
+        into the thread the turn began on: after a deletion it writes nothing.
+        """
+        from convmem.transcript import NewMessage
+        from convmem.transcript.errors import ThreadNotFound
+
+        t = self._transcript()
+        messages = list(record.tools)
+        if answer is not None:
+            messages.append(NewMessage(role="assistant", content=answer))
+        try:
+            binding = yield from self._turn_binding(thread_id, record)
+            incarnation = binding.thread.incarnation
+            if record.record is not None:
+                turn = record.record
+                yield from do(call(
+                    t.complete_turn, t.acomplete_turn,
+                    self.tenant, turn.thread_id, turn.turn_id, messages, incarnation=incarnation,
+                ))
+            else:
+                user = self._user_message(record, None)
+                yield from do(call(
+                    t.append, t.aappend, self.tenant, binding.thread.id, [user, *messages],
+                    incarnation=incarnation, **_placement(record),
+                ))
+        except TranscriptUnavailable as exc:  # ThreadDeleted too: nothing was written
+            self._unrecorded(thread_id, "commit point 2 (tool calls, results, answer)", exc)
+        except ThreadNotFound:
+            log.warning("thread %r: its record was deleted during the turn; "
+                        "the rest of the turn is not recorded", thread_id)
+        record.done = True
+
+    def _bind_flow(self, thread_id: str) -> Flow[TurnBinding | None]:
+        """Bind a beginning turn to its thread: the key's thread (created if need be)
+        and its incarnation, which every write of the turn must find again, so a turn
+        that began before ``delete_thread`` never writes afterwards. One read per turn.
+        A record that cannot be reached now is bound at its first commit point instead
+        (a state-only ``begin_turn`` never fails on the record)."""
+        t = self._transcript()
+        try:
+            binding = yield from do(call(t.bind_turn, t.abind_turn, self.tenant, thread_id))
+        except TranscriptUnavailable:
+            return None
+        self._threads[(self.tenant, thread_id)] = binding.thread.id
+        return binding
+
+    def _turn_binding(self, thread_id: str, record: _OpenRecord) -> Flow[TurnBinding]:
+        """The turn's binding; bound now if it began elsewhere or the record was down."""
+        if record.binding is None:
+            t = self._transcript()
+            binding = yield from do(call(t.bind_turn, t.abind_turn, self.tenant, thread_id))
+            self._threads[(self.tenant, thread_id)] = binding.thread.id
+            record.binding = binding
+        return record.binding
+
+    def _transcript(self) -> TranscriptStore:
+        """The transcript a record flow writes to (the public methods that need one
+        say so in their own words before any flow starts)."""
+        if self.transcript is None:
+            raise ConfigError(
+                "this SessionMemory has no transcript: pass transcript=TranscriptStore(...)"
+            )
+        return self.transcript
+
+    def _thread_flow(self, thread_id: str) -> Flow[str]:
+        """The transcript thread whose key is ``thread_id`` (cached per process)."""
+        t = self._transcript()
+        key = (self.tenant, thread_id)
+        found = self._threads.get(key)
+        if found is None:
+            thread = yield from do(
+                call(t.get_or_create_thread, t.aget_or_create_thread, self.tenant, thread_id)
+            )
+            found = self._threads.setdefault(key, thread.id)
+        return found
+
+    def _on_thread(
+        self,
+        thread_id: str,
+        sync: Callable[Concatenate[str, str, P], T],
+        async_: Callable[Concatenate[str, str, P], Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Flow[T]:
+        """A transcript call on the key's thread, ``sync(tenant, transcript thread,
+        *args)`` or its ``async_`` twin, for what is not a turn's write (those go to the
+        thread the turn began on). Each of them names a message or the thread, which
+        must then be in the key's *current* thread: when the cached thread is gone
+        (another instance deleted it), the key is looked up again once."""
+        from convmem.transcript.errors import ThreadNotFound
+
+        key = (self.tenant, thread_id)
+        for attempt in (1, 2):
+            tid = yield from self._thread_flow(thread_id)
+            try:
+                return (yield from do(call(sync, async_, self.tenant, tid, *args, **kwargs)))
+            except ThreadNotFound:
+                if attempt == 2:
+                    raise
+                if self._threads.get(key) == tid:
+                    del self._threads[key]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _user_message(self, record: _OpenRecord, sent_question: str | None) -> NewMessage:
+        from convmem.transcript import NewMessage
+        from convmem.transcript.provenance import NOTE_KEY
+
+        ours = question_provenance(record.text, record.state, record.message_id, sent_question)
+        extra = {NOTE_KEY: dict(ours)} if ours else None
+        return NewMessage(role="user", content=record.text, extra=extra)
+
+    def _note_tool(
+        self,
+        thread_id: str,
+        call_id: str | None,
+        name: str,
+        args: Mapping[str, Any],
+        outcome: ToolResult,
+    ) -> None:
+        """Keep a tool call and its result for commit point 2 (in-process, no I/O)."""
+        record = self._open.get((self.tenant, thread_id))
+        if self.transcript is None or record is None or record.done:
+            return
+        from convmem.transcript import NewMessage, ToolCallPart, ToolResultPart
+
+        cid = call_id or f"call_{uuid.uuid4().hex[:16]}"
+        arguments = clean_data(json.loads(json.dumps(dict(args), default=str)))
+        record.tools.append(
+            NewMessage(role="assistant", content=[ToolCallPart(cid, name, arguments)])
+        )
+        record.tools.append(
+            NewMessage(
+                role="tool",
+                content=[ToolResultPart(cid, clean_text(outcome.record_text()), not outcome.ok)],
+            )
+        )
+
+    def _unrecorded(self, thread_id: str, what: str, exc: ConvMemError) -> None:
+        """``raise`` mode: re-raise. ``degrade``: WARNING, count, and let the turn go on."""
+        if self.on_transcript_error == "raise":
+            raise exc
+        self.stats.transcript_failures += 1
+        log.warning("thread %r: %s not recorded; the turn goes on "
+                    "(on_transcript_error='degrade'): %s", thread_id, what, exc)
+
+    def _delete_flow(self, thread_id: str) -> Flow[DeletionReceipt | None]:
+        receipt: DeletionReceipt | None = None
+        key = (self.tenant, thread_id)
+        t = self.transcript
+        if t is not None:
+            self._open.pop(key, None)
+            receipt = yield from self._on_thread(thread_id, t.delete_thread, t.adelete_thread)
+            self._threads.pop(key, None)
+        yield from do(call(self.store.delete, self.store.adelete, self.tenant, thread_id))
+        return receipt
+
+    def _redact_flow(
+        self, thread_id: str, message_id: str, actor: str, reason: str, replacement: str
+    ) -> Flow[RedactionReceipt]:
+        t = self._transcript()
+        found = yield from self._on_thread(thread_id, t.get_messages, t.aget_messages, [message_id])
+        receipt = yield from self._on_thread(
+            thread_id, t.redact, t.aredact, message_id,
+            actor=actor, reason=reason, replacement=replacement,
+        )
+        gone = _question_texts(found)
+        if not gone:
+            return receipt
+        record = self._open.get((self.tenant, thread_id))
+        if record is not None and (record.text in gone or record.question in gone):
+            record.text = replacement
+        elif record is not None and record.record is None:
+            # not sent yet: the turn's model input must not quote the redacted question
+            record.state = without_questions(record.state, gone)
+            record.block = block_for(record.state)
+
+        def compute(current: SessionState) -> tuple[SessionState | None, None]:
+            scrubbed = without_questions(current, gone)
+            return (None if scrubbed == current else scrubbed), None
+
+        yield from self._save_with_retry(thread_id, _no_io(compute), f"redact {thread_id}")
+        return receipt
+
+    # ------------------------------------------------------------------ helpers
