@@ -36,7 +36,7 @@ from convmem.transcript import (
     TranscriptStore,
 )
 from llamaindex_convmem import ConvMemChatStore, ConvMemDBChatStore
-from tests.llamaindex.chat_store_api import store_api
+from tests.llamaindex.li_chat_store_api import store_api
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(16)
