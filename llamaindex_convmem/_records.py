@@ -60,8 +60,11 @@ from convmem.transcript import (
     ToolCallPart,
     ToolResultPart,
 )
-from convmem.transcript.framework_records import FrameworkNamespace, attachment_bytes
-from convmem.transcript.framework_records import same_record as same_stored
+from convmem.transcript.framework_records import (
+    FrameworkNamespace,
+    attachment_bytes,
+    same_record,
+)
 from convmem.transcript.records import JSONDict, Role
 
 #: Version 0: what this module wrote before the namespace carried a version (same layout).
@@ -251,6 +254,4 @@ def to_chat_message(message: Message, blobs: Mapping[str, bytes]) -> ChatMessage
     return ChatMessage(role=role, blocks=blocks, additional_kwargs=kwargs)
 
 
-def same_record(new: NewMessage, old: Message) -> bool:
-    """Would ``rebase_path`` reuse ``old`` for ``new``? (same role, parts and extra)."""
-    return same_stored(new, old, NAMESPACE)
+__all__ = ["NAMESPACE", "same_record", "to_chat_message", "to_new_message"]

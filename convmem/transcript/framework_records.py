@@ -125,18 +125,15 @@ def stored_extra(extra: Mapping[str, Any] | None) -> JSONDict:
     return loaded
 
 
-def same_record(new: NewMessage, old: Message, namespace: FrameworkNamespace) -> bool:
-    """Whether the store would return ``old`` for ``new``: same role, same stored parts,
-    same ``extra`` (the namespace compared by payload, so a payload written before it
-    carried a version matches its versioned twin)."""
-    if new.role != old.role or stored_parts(new.parts())[0] != old.parts:
-        return False
-    mine, theirs = stored_extra(new.extra), dict(old.extra)
-    if namespace.unpack(mine) != namespace.unpack(theirs):
-        return False
-    mine.pop(namespace.key, None)
-    theirs.pop(namespace.key, None)
-    return mine == theirs
+def same_record(new: NewMessage, old: Message) -> bool:
+    """Whether ``TranscriptStore.rebase_path`` would reuse ``old`` for ``new``: the same
+    role, stored parts and ``extra`` exactly (so a payload written before its namespace
+    carried a version is not reused: the path gets a copy, the old row stays)."""
+    return (
+        new.role == old.role
+        and stored_parts(new.parts())[0] == old.parts
+        and stored_extra(new.extra) == old.extra
+    )
 
 
 __all__ = [
