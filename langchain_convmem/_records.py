@@ -22,6 +22,10 @@ a v0 data block's ``data`` (``source_type: base64``), an Anthropic source's
 base64 moves (it re-encodes to the same string), so the restored string is the
 original byte for byte; anything else stays in ``extra`` as written.
 
+``extra["langchain"]`` is a versioned namespace, and the attachment and stored-form
+rules are the ones every adapter follows (``convmem.transcript.framework_records``):
+a redacted attachment reads back as a text block of its replacement.
+
 ``to_record`` proves the round trip before anything is written: it rebuilds the
 message from the JSON the database will hold and refuses (``ConfigError``, naming
 the field) a message that would not come back equal — a custom subclass, an
@@ -60,10 +64,14 @@ from convmem.transcript import (
     ToolCallPart,
     ToolResultPart,
 )
-from convmem.transcript.records import Role, part_from_json, part_to_json
+from convmem.transcript.framework_records import (
+    FrameworkNamespace,
+    attachment_bytes,
+    stored_parts,
+)
+from convmem.transcript.records import Role
 
-EXTRA_KEY = "langchain"
-FORMAT = 1
+NAMESPACE = FrameworkNamespace("langchain", version=1, reads=frozenset({1}))
 OCTET = "application/octet-stream"
 # Every type langchain-core's ``messages_from_dict`` rebuilds, except ``remove``
 # (a LangGraph instruction, not a message).
@@ -116,7 +124,7 @@ def to_record(message: BaseMessage) -> NewMessage:
     fields.pop("type", None)
     content = fields.pop("content")
     parts: list[Part] = []
-    lc: dict[str, Any] = {"v": FORMAT, "type": kind}
+    lc: dict[str, Any] = {"type": kind}
     if isinstance(message, ToolMessage):
         fields.pop("tool_call_id")
         fields.pop("status")
@@ -151,7 +159,7 @@ def to_record(message: BaseMessage) -> NewMessage:
         role=_role(message),
         content=parts,
         author=message.name,
-        extra={EXTRA_KEY: _json_exact(lc, message)},
+        extra=NAMESPACE.pack(_json_exact(lc, message)),
     )
     _prove_round_trip(message, record)
     return record
@@ -280,16 +288,10 @@ def _dumps_ok(value: Any) -> bool:
 
 def _prove_round_trip(message: BaseMessage, record: NewMessage) -> None:
     """Rebuild from exactly what will be stored; refuse what would not come back equal."""
-    blobs: dict[str, bytes] = {}
-    stored_parts: list[Part] = []
-    for i, part in enumerate(record.parts()):
-        if isinstance(part, AttachmentPart) and part.data is not None:
-            blobs[f"#{i}"] = part.data  # a stand-in digest: the store assigns the real one
-            stored_parts.append(AttachmentPart(part.media_type, part.name, sha256=f"#{i}"))
-        else:
-            stored_parts.append(part_from_json(part_to_json(part)))
-    assert record.extra is not None
-    rebuilt = _from_langchain_extra(tuple(stored_parts), record.extra[EXTRA_KEY], blobs)
+    parts, blobs = stored_parts(record.parts())
+    lc = NAMESPACE.unpack(record.extra)
+    assert lc is not None
+    rebuilt = _from_langchain_extra(parts, lc, blobs)
     if rebuilt != message:
         want, got = message.model_dump(), rebuilt.model_dump()
         diff = sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))
@@ -303,20 +305,10 @@ def _prove_round_trip(message: BaseMessage, record: NewMessage) -> None:
 # ---------------------------------------------------------------- record -> message
 
 
-def attachment_digests(records: Iterable[Message]) -> list[str]:
-    """The attachment digests these records reference (each once, in order)."""
-    seen: dict[str, None] = {}
-    for record in records:
-        for part in record.parts:
-            if isinstance(part, AttachmentPart) and part.sha256:
-                seen.setdefault(part.sha256)
-    return list(seen)
-
-
 def from_record(record: Message, attachments: Mapping[str, bytes]) -> BaseMessage:
     """The LangChain message a record stands for (``attachments``: bytes by sha256)."""
-    lc = record.extra.get(EXTRA_KEY)
-    if isinstance(lc, dict) and lc.get("v") == FORMAT:
+    lc = NAMESPACE.unpack(record.extra)
+    if lc is not None:
         return _from_langchain_extra(record.parts, lc, attachments)
     return _from_plain_record(record, attachments)
 
@@ -354,10 +346,11 @@ def _put_back(
     if isinstance(part, TextPart):
         value = part.text
     elif isinstance(part, AttachmentPart):
-        if not part.sha256:  # redacted: the block is gone, its place says so
+        data = attachment_bytes(part, blobs)
+        if data is None:  # redacted: the block is gone, its place says so
             content[path[0]] = {"type": "text", "text": part.name}
             return
-        value = prefix + base64.b64encode(blobs[part.sha256]).decode("ascii")
+        value = prefix + base64.b64encode(data).decode("ascii")
     else:
         raise ConfigError(f"chat history: a content reference points at a {part.kind} part")
     if len(path) == 1:
@@ -376,14 +369,15 @@ def _from_plain_record(record: Message, attachments: Mapping[str, bytes]) -> Bas
         if isinstance(part, TextPart):
             blocks.append({"type": "text", "text": part.text})
         elif isinstance(part, AttachmentPart):
-            if not part.sha256:
+            data = attachment_bytes(part, attachments)
+            if data is None:  # redacted
                 blocks.append({"type": "text", "text": part.name})
                 continue
             family = part.media_type.split("/", 1)[0]
             blocks.append(
                 {
                     "type": family if family in ("image", "audio", "video") else "file",
-                    "base64": base64.b64encode(attachments[part.sha256]).decode("ascii"),
+                    "base64": base64.b64encode(data).decode("ascii"),
                     "mime_type": part.media_type,
                 }
             )

@@ -52,8 +52,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from convmem.errors import ConfigError
 from convmem.session import SessionMemory
 from convmem.transcript import DeletionReceipt, Message, TranscriptStore
+from convmem.transcript.framework_records import attachment_digests
 from langchain_convmem._common import TenantMemories, question_text
-from langchain_convmem._records import attachment_digests, from_record, to_record
+from langchain_convmem._records import from_record, to_record
 from langchain_convmem.tool_results import tool_result
 
 View = Literal["record", "session"]

@@ -27,12 +27,8 @@ from convmem.transcript import (
     ThreadNotFound,
     TranscriptStore,
 )
-from llamaindex_convmem._records import (
-    attachment_digests,
-    same_record,
-    to_chat_message,
-    to_new_message,
-)
+from convmem.transcript.framework_records import attachment_digests
+from llamaindex_convmem._records import same_record, to_chat_message, to_new_message
 
 T = TypeVar("T")
 _CACHE_LIMIT = 4096
@@ -145,10 +141,8 @@ class RecordOps:
 
     def chats(self, records: Sequence[Message]) -> Plan[list[ChatMessage]]:
         blobs: dict[str, bytes] = {}
-        for rec in records:
-            for sha in attachment_digests(rec):
-                if sha not in blobs:
-                    blobs[sha] = yield self.call("get_attachment", sha)
+        for sha in attachment_digests(records):
+            blobs[sha] = yield self.call("get_attachment", sha)
         return [to_chat_message(rec, blobs) for rec in records]
 
     def path(self, tid: str, *, archived: bool = True) -> Plan[list[Message]]:

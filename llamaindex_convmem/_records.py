@@ -21,12 +21,16 @@ lossless:
 The layout (``extra["llama_index"]["blocks"]``) lists the blocks in order, each
 either ``{"p": i}`` (part ``i``, plus any fields the part cannot hold) or
 ``{"block": {...}}``; it is omitted when the blocks are exactly the parts.
+
+``extra["llama_index"]`` is a versioned namespace (payloads written before it carried
+a version read as version 1), and the attachment and stored-form rules are the ones
+every adapter follows (``convmem.transcript.framework_records``): a redacted
+attachment reads back as a ``TextBlock`` of its replacement.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,9 +60,15 @@ from convmem.transcript import (
     ToolCallPart,
     ToolResultPart,
 )
-from convmem.transcript.records import JSONDict, Role, part_to_json
+from convmem.transcript.framework_records import (
+    FrameworkNamespace,
+    attachment_bytes,
+    same_record,
+)
+from convmem.transcript.records import JSONDict, Role
 
-NAMESPACE = "llama_index"
+#: Version 0: what this module wrote before the namespace carried a version (same layout).
+NAMESPACE = FrameworkNamespace("llama_index", version=1, reads=frozenset({0, 1}))
 
 _ROLES: dict[MessageRole, Role] = {
     MessageRole.SYSTEM: "system",
@@ -191,12 +201,7 @@ def to_new_message(message: ChatMessage) -> NewMessage:
         parts = enc.parts
     if kwargs:
         meta["additional_kwargs"] = kwargs
-    return NewMessage(role=role, content=parts, extra={NAMESPACE: meta} if meta else None)
-
-
-def attachment_digests(message: Message) -> list[str]:
-    """The sha256 of every attachment a record references."""
-    return [p.sha256 for p in message.parts if isinstance(p, AttachmentPart)]
+    return NewMessage(role=role, content=parts, extra=NAMESPACE.pack(meta) if meta else None)
 
 
 def _block_from(entry: Mapping[str, Any], parts: Sequence[Part], blobs: Mapping[str, bytes]) -> Any:
@@ -213,9 +218,12 @@ def _block_from(entry: Mapping[str, Any], parts: Sequence[Part], blobs: Mapping[
                 tool_kwargs=entry.get("tool_kwargs", dict(part.arguments)),
             )
         if isinstance(part, AttachmentPart):
+            data = attachment_bytes(part, blobs)
+            if data is None:  # redacted: the block is gone, its place says so
+                return TextBlock(text=part.name)
             cls = _BY_TYPE[str(dump.get("block_type"))]
             field = _BINARY[cls][0]
-            dump[field] = base64.b64encode(blobs[part.sha256])
+            dump[field] = base64.b64encode(data)
             return cls.model_validate(dump)
         raise ConfigError(f"chat store: layout entry points at a {part.kind} part")
     if dump.get("block_type") == "citable":
@@ -230,7 +238,7 @@ def to_chat_message(message: Message, blobs: Mapping[str, bytes]) -> ChatMessage
 
     ``blobs`` maps each attachment digest of the record to its bytes.
     """
-    meta: Mapping[str, Any] = message.extra.get(NAMESPACE) or {}
+    meta: Mapping[str, Any] = NAMESPACE.unpack(message.extra) or {}
     role = MessageRole(meta.get("role", message.role))
     kwargs = dict(meta.get("additional_kwargs") or {})
     parts = message.parts
@@ -246,25 +254,4 @@ def to_chat_message(message: Message, blobs: Mapping[str, bytes]) -> ChatMessage
     return ChatMessage(role=role, blocks=blocks, additional_kwargs=kwargs)
 
 
-def _stored_parts(parts: Sequence[Part]) -> list[JSONDict]:
-    """Parts as the store keeps them (attachment bytes replaced by digest and size)."""
-    out = []
-    for p in parts:
-        if isinstance(p, AttachmentPart) and p.data is not None:
-            p = AttachmentPart(
-                media_type=p.media_type,
-                name=p.name,
-                sha256=hashlib.sha256(p.data).hexdigest(),
-                size=len(p.data),
-            )
-        out.append(part_to_json(p))
-    return out
-
-
-def same_record(new: NewMessage, old: Message) -> bool:
-    """Would ``rebase_path`` reuse ``old`` for ``new``? (same role, parts and extra)."""
-    return (
-        new.role == old.role
-        and _stored_parts(new.parts()) == _stored_parts(old.parts)
-        and dict(new.extra or {}) == old.extra
-    )
+__all__ = ["NAMESPACE", "same_record", "to_chat_message", "to_new_message"]

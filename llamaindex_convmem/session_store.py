@@ -44,26 +44,27 @@ meaning on a view and raise ``ConfigError``; ``set_messages`` replaces the histo
 record is rebased, the state rebuilt from it; the view handed back is a no-op);
 ``delete_messages`` empties the active path and resets the state; ``delete_thread``
 erases the record and the state.
+
+This module drives the turns (``SessionOps``, and ``KeyTurns`` for ``ConvMemChatEngine``);
+what an open turn and a served view hold, and how a stored message is read (its tool
+result, its tool calls), is ``llamaindex_convmem._session_view``.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.storage.chat_store.base_db import MessageStatus
 
 from convmem.errors import ConfigError, ConvMemError, TranscriptUnavailable
-from convmem.identity import check_thread_id, clean_text
+from convmem.identity import check_thread_id
 from convmem.session import (
-    MAX_QUESTION_CHARS,
     Clarification,
     SessionMemory,
     TurnContext,
@@ -71,7 +72,6 @@ from convmem.session import (
     question_provenance,
 )
 from convmem.state import SessionState, state_to_dict
-from convmem.tools import ToolResult
 from convmem.transcript import (
     DeletionReceipt,
     Message,
@@ -79,164 +79,29 @@ from convmem.transcript import (
     NewMessage,
     ThreadNotFound,
     TranscriptStore,
-    TurnRecord,
 )
 from llamaindex_convmem._record_ops import Call, Plan, RecordOps, adrive, again, drive
 from llamaindex_convmem._records import same_record, to_new_message
+from llamaindex_convmem._session_view import (
+    ACTIVE,
+    ARCHIVED,
+    OpenTurn,
+    Served,
+    SessionView,
+    engine_question,
+    refuse_edit,
+    state_question,
+    tool_calls,
+    tool_result,
+    trailing_turn,
+    unmarked,
+    with_text,
+)
 from llamaindex_convmem.memory import has_tool_calls, message_text, turn_messages
 
 log = logging.getLogger("llamaindex_convmem.session_store")
 
-ACTIVE, ARCHIVED = MessageStatus.ACTIVE, MessageStatus.ARCHIVED
 _CACHE_LIMIT = 4096
-#: Tool output longer than this is not parsed for the tool rules (it still is recorded).
-MAX_TOOL_TEXT = 1_000_000
-
-
-def tool_result(message: ChatMessage) -> ToolResult:
-    """A stored tool message as the result the domain's tool rules read.
-
-    The one path from a tool *message* to ``record_tool``: agents store a tool's output
-    as text only (``FunctionAgent``: the ``ToolOutput``'s blocks; ``raw_output`` never
-    reaches a chat store). The text is JSON, or — ``FunctionTool`` stores ``str()`` of
-    what the function returned — a Python literal (``ast.literal_eval``: literals only,
-    nothing is executed); an object or a list is read under the tool-result contract
-    (``ToolResult.parse``: the envelope, ``ok: false`` a failure), anything else
-    carries no data.
-    """
-    text = message_text(message).strip()
-    if not text or text[0] not in "[{" or len(text) > MAX_TOOL_TEXT:
-        return ToolResult(True, None)
-    try:
-        value: Any = json.loads(text)
-    except RecursionError:  # nested deeper than any record: no data
-        return ToolResult(True, None)
-    except ValueError:
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            return ToolResult(True, None)
-    if not isinstance(value, (dict, list)):
-        return ToolResult(True, None)
-    return ToolResult.parse(value)  # the contract (docs/tool-results.md): ok: false fails
-
-
-def _tool_calls(message: ChatMessage) -> dict[str, tuple[str, dict[str, Any]]]:
-    """``call id -> (tool name, arguments)`` of an assistant step (blocks or the
-    OpenAI-style ``additional_kwargs["tool_calls"]``)."""
-    found: dict[str, tuple[str, dict[str, Any]]] = {}
-    for block in message.blocks:
-        if isinstance(block, ToolCallBlock) and block.tool_call_id:
-            found[block.tool_call_id] = (block.tool_name, _arguments(block.tool_kwargs))
-    for call in message.additional_kwargs.get("tool_calls") or ():
-        call_id, function = _get(call, "id"), _get(call, "function")
-        name = _get(function, "name")
-        if isinstance(call_id, str) and isinstance(name, str):
-            found[call_id] = (name, _arguments(_get(function, "arguments")))
-    return found
-
-
-def _get(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-
-
-def _arguments(raw: Any) -> dict[str, Any]:
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if isinstance(raw, str):
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            return {}
-        return dict(parsed) if isinstance(parsed, dict) else {}
-    return {}
-
-
-def _with_text(message: ChatMessage, text: str) -> ChatMessage:
-    """A copy of ``message`` saying ``text`` (its other blocks, e.g. images, kept)."""
-    if message_text(message) == text:
-        return message.model_copy(deep=True)
-    blocks: list[Any] = []
-    for block in message.blocks:
-        if not isinstance(block, TextBlock):
-            blocks.append(block.model_copy(deep=True))
-        elif not any(isinstance(b, TextBlock) for b in blocks):
-            blocks.append(TextBlock(text=text))
-    if not any(isinstance(b, TextBlock) for b in blocks):
-        blocks.insert(0, TextBlock(text=text))
-    return message.model_copy(update={"blocks": blocks}, deep=True)
-
-
-def _question(text: str) -> str:
-    """What the state is asked: the text, NUL-free, cut to what the façade accepts (the
-    model and the record still get the whole message)."""
-    return clean_text(text)[:MAX_QUESTION_CHARS]
-
-
-def _unmarked(message: Message) -> Message:
-    """A record without our ``extra["convmem"]`` note (compared with what a caller hands in)."""
-    if "convmem" not in message.extra:
-        return message
-    return replace(message, extra={k: v for k, v in message.extra.items() if k != "convmem"})
-
-
-@dataclass(frozen=True)
-class _Served:
-    """A view served while no turn was open: the block and the state it came from."""
-
-    block: str
-    state: SessionState | None
-
-
-@dataclass
-class _Turn:
-    """The open turn of one key, as this process has seen it (see the module docstring)."""
-
-    message: ChatMessage  # the user's message as recorded
-    new: NewMessage  # its record form (checked when it was added)
-    question: str  # what the state is asked
-    message_id: str
-    stored: bool  # the framework has added it, so the view shows it
-    stale: _Served | None  # the view served just before it was added
-    started: Clarification | TurnContext
-    aliases: set[str] = field(default_factory=set)
-    record: TurnRecord | None = None  # commit point 1, once written
-    input_done: bool = False  # commit point 1 written (or skipped under "degrade")
-    steps: list[tuple[ChatMessage, NewMessage]] = field(default_factory=list)
-    calls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
-    read_back: bool = False  # the next read is Memory's own check after a write
-    archived: int = 0  # leading view items (question, steps) Memory archived this turn
-    dropped: int = 0  # leading archived items deleted (delete_messages(status=ARCHIVED))
-
-    @property
-    def text(self) -> str:
-        return message_text(self.message)
-
-
-@dataclass(frozen=True)
-class _View:
-    """What a read shows: the system message (block or clarification) and the turn's items."""
-
-    system: ChatMessage | None
-    items: list[ChatMessage]
-    archived: int = 0
-    dropped: int = 0
-
-    def select(self, status: MessageStatus | None) -> list[ChatMessage]:
-        if status == ARCHIVED:
-            return self.items[self.dropped : self.archived]
-        head = [self.system] if self.system is not None else []
-        if status == ACTIVE:
-            return head + self.items[self.archived :]
-        return head + self.items[self.dropped :]
-
-
-def _refuse(what: str) -> ConfigError:
-    return ConfigError(
-        f"chat store (view='session'): {what} edits a history, and the session view shows "
-        "the session state instead of one; use the record view on the same transcript "
-        "(ConvMemChatStore(memory.transcript, tenant=memory.tenant)) to edit the record"
-    )
 
 
 class SessionOps:
@@ -274,8 +139,8 @@ class SessionOps:
         # ``Memory`` reads its store back after every write (``_manage_queue``, its token
         # check); that read is not the one before a model call.
         self.reads_back = reads_back
-        self._turns: dict[str, _Turn] = {}
-        self._idle: dict[str, _Served] = {}
+        self._turns: dict[str, OpenTurn] = {}
+        self._idle: dict[str, Served] = {}
         self._described: dict[str, tuple[str | None, str | None]] = {}
 
     @property
@@ -291,7 +156,7 @@ class SessionOps:
 
     # ------------------------------------------------------------ the view
 
-    def _view(self, key: str, *, serve: bool) -> Plan[_View]:
+    def _view(self, key: str, *, serve: bool) -> Plan[SessionView]:
         """What the model should see for ``key`` now; ``serve``: this read is sent (it
         writes commit point 1 on the turn's first one)."""
         check_thread_id(key, "chat store key")
@@ -302,25 +167,25 @@ class SessionOps:
             if serve:
                 if len(self._idle) >= _CACHE_LIMIT:
                     self._idle.clear()
-                self._idle[key] = _Served(block, state)
+                self._idle[key] = Served(block, state)
             system = ChatMessage(role=MessageRole.SYSTEM, content=block) if block else None
-            return _View(system, [])
+            return SessionView(system, [])
         started = yield from self._begin(key, turn)
         head = turn_messages(started, turn.text, include_question=turn.stored, rewrite=self.rewrite)
         system = head[0] if head and head[0].role == MessageRole.SYSTEM else None
-        items = [_with_text(turn.message, message_text(head[-1]))] if turn.stored else []
+        items = [with_text(turn.message, message_text(head[-1]))] if turn.stored else []
         items += [m.model_copy(deep=True) for m, _ in turn.steps]
         if serve and turn.read_back:
             turn.read_back = False
         elif serve and not turn.input_done:
             # The question as the model gets it: ours, or the engine's own (it reads first
             # and appends it; ConvMemChatEngine hands it the rewrite).
-            sent = message_text(items[0]) if turn.stored else _engine_question(started, turn.text)
+            sent = message_text(items[0]) if turn.stored else engine_question(started, turn.text)
             block = message_text(system) if system is not None else ""
             yield from self._commit_input(key, turn, block, started.state, sent)
-        return _View(system, items, turn.archived, turn.dropped)
+        return SessionView(system, items, turn.archived, turn.dropped)
 
-    def _begin(self, key: str, turn: _Turn) -> Plan[Clarification | TurnContext]:
+    def _begin(self, key: str, turn: OpenTurn) -> Plan[Clarification | TurnContext]:
         """The turn's current context (idempotent per message: a tool's focus shows)."""
         started: Clarification | TurnContext = yield self._st(
             "begin_turn", key, turn.question, message_id=turn.message_id
@@ -363,9 +228,9 @@ class SessionOps:
         """Record and drive the state, message by message (all checked before any write)."""
         check_thread_id(key, "chat store key")
         if idx is not None:
-            raise _refuse("add_message(idx=...)")
+            raise refuse_edit("add_message(idx=...)")
         if status == ARCHIVED:
-            raise _refuse("adding ARCHIVED messages")
+            raise refuse_edit("adding ARCHIVED messages")
         batch = [(m, to_new_message(m)) for m in messages]
         loose: list[NewMessage] = []  # outside any turn: appended together
         for message, new in batch:
@@ -392,24 +257,24 @@ class SessionOps:
 
     def _open(
         self, key: str, message: ChatMessage, new: NewMessage, *, stored: bool
-    ) -> Plan[_Turn]:
+    ) -> Plan[OpenTurn]:
         text = message_text(message)
-        question, message_id = _question(text), uuid.uuid4().hex
+        question, message_id = state_question(text), uuid.uuid4().hex
         started: Clarification | TurnContext = yield self._st(
             "begin_turn", key, question, message_id=message_id
         )
         stale = self._idle.pop(key, None) if stored else None
-        turn = _Turn(message, new, question, message_id, stored, stale, started, {text, question})
+        turn = OpenTurn(message, new, question, message_id, stored, stale, started, {text, question})
         if isinstance(started, TurnContext) and started.rewritten:
             turn.aliases.add(started.rewritten)
         self._turns[key] = turn
         return turn
 
-    def _step(self, key: str, turn: _Turn, message: ChatMessage, new: NewMessage) -> Plan[None]:
+    def _step(self, key: str, turn: OpenTurn, message: ChatMessage, new: NewMessage) -> Plan[None]:
         """A tool call, a tool result or another message inside the turn."""
         turn.steps.append((message, new))
         if message.role == MessageRole.ASSISTANT:
-            turn.calls.update(_tool_calls(message))
+            turn.calls.update(tool_calls(message))
             return
         call_id = message.additional_kwargs.get("tool_call_id")
         call = turn.calls.get(call_id) if isinstance(call_id, str) else None
@@ -417,7 +282,7 @@ class SessionOps:
             name, args = call
             yield self._st("record_tool", key, name, args, tool_result(message), call_id=call_id)
 
-    def _answer(self, key: str, turn: _Turn, message: ChatMessage, new: NewMessage) -> Plan[None]:
+    def _answer(self, key: str, turn: OpenTurn, message: ChatMessage, new: NewMessage) -> Plan[None]:
         """Commit point 2 (and 1 when the engine read before it wrote), then end the turn."""
         if not turn.input_done and turn.stale is not None:
             yield from self._commit_input(key, turn, turn.stale.block, turn.stale.state, None)
@@ -425,19 +290,19 @@ class SessionOps:
         self._turns.pop(key, None)  # only now: a failed write leaves the turn to retry
         yield self._st("end_turn", key, answer=message_text(message) or None)
 
-    def _flush(self, key: str, turn: _Turn) -> Plan[None]:
+    def _flush(self, key: str, turn: OpenTurn) -> Plan[None]:
         """Record an open turn that ends unanswered (a new question, a reset, a new history)."""
         if turn.record is None or turn.steps:
             yield from self._commit_rest(key, turn, [n for _, n in turn.steps])
         self._turns.pop(key, None)
 
-    def _user_record(self, turn: _Turn, sent: str | None) -> NewMessage:
+    def _user_record(self, turn: OpenTurn, sent: str | None) -> NewMessage:
         ours = question_provenance(turn.text, turn.started.state, turn.message_id, sent)
         extra = {**(turn.new.extra or {}), "convmem": ours}
         return replace(turn.new, extra=extra)
 
     def _commit_input(
-        self, key: str, turn: _Turn, block: str, state: SessionState | None, sent: str | None
+        self, key: str, turn: OpenTurn, block: str, state: SessionState | None, sent: str | None
     ) -> Plan[None]:
         """Commit point 1: the user message and what the model is about to receive."""
         system_prompt, model = self._described.get(key, (self.system_prompt, None))
@@ -456,7 +321,7 @@ class SessionOps:
             self._unrecorded(key, "commit point 1 (user message and model input)", exc)
         turn.input_done = True
 
-    def _commit_rest(self, key: str, turn: _Turn, messages: list[NewMessage]) -> Plan[None]:
+    def _commit_rest(self, key: str, turn: OpenTurn, messages: list[NewMessage]) -> Plan[None]:
         """Commit point 2 after commit point 1; without it (no model saw this store's view,
         or point 1 was skipped) the user message goes first in the same transaction."""
         try:
@@ -500,7 +365,7 @@ class SessionOps:
         back unchanged (``chat_history=engine.chat_history``) changes nothing."""
         check_thread_id(key, "chat store key")
         if status == ARCHIVED:
-            raise _refuse("set_messages(status=ARCHIVED)")
+            raise refuse_edit("set_messages(status=ARCHIVED)")
         batch = [(m, to_new_message(m)) for m in messages]
         if batch:
             shown = yield from self._view(key, serve=False)
@@ -510,7 +375,7 @@ class SessionOps:
         if turn is not None:
             yield from self._flush(key, turn)
         self._idle.pop(key, None)
-        cut = _trailing_turn([m for m, _ in batch])
+        cut = trailing_turn([m for m, _ in batch])
         history, trailing = batch[:cut], batch[cut:]
 
         def body(tid: str) -> Plan[None]:
@@ -519,7 +384,7 @@ class SessionOps:
             same = 0
             while (
                 same < min(len(path), len(new))
-                and same_record(new[same], _unmarked(path[same]))
+                and same_record(new[same], unmarked(path[same]))
             ):
                 same += 1
             if same == len(path) == len(new) and not archived:
@@ -542,10 +407,10 @@ class SessionOps:
         calls: dict[str, tuple[str, dict[str, Any]]] = {}
         for (message, _), rec in zip(pairs, records, strict=True):
             if message.role == MessageRole.USER:
-                question = _question(message_text(message))
+                question = state_question(message_text(message))
                 yield self._st("begin_turn", key, question, message_id=rec.id)
             elif message.role == MessageRole.ASSISTANT and has_tool_calls(message):
-                calls.update(_tool_calls(message))
+                calls.update(tool_calls(message))
             elif message.role == MessageRole.ASSISTANT:
                 yield self._st("end_turn", key)
             elif message.role == MessageRole.TOOL:
@@ -589,13 +454,13 @@ class SessionOps:
         return moved
 
     def delete_at(self, key: str, idx: int) -> Plan[ChatMessage | None]:
-        raise _refuse("delete_message(idx)")
+        raise refuse_edit("delete_message(idx)")
 
     def delete_last(self, key: str) -> Plan[ChatMessage | None]:
-        raise _refuse("delete_last_message")
+        raise refuse_edit("delete_last_message")
 
     def delete_oldest(self, key: str, n: int) -> Plan[list[ChatMessage]]:
-        raise _refuse("delete_oldest_messages")
+        raise refuse_edit("delete_oldest_messages")
 
     def delete_thread(self, key: str) -> Plan[DeletionReceipt | None]:
         """Erase the key's record and its session state (``SessionMemory.delete_thread``)."""
@@ -638,23 +503,6 @@ class SessionOps:
         self._described[key] = (
             system_prompt if system_prompt is not None else self.system_prompt, model
         )
-
-
-def _engine_question(started: Clarification | TurnContext, text: str) -> str:
-    if isinstance(started, TurnContext) and started.rewritten:
-        return started.rewritten
-    return text
-
-
-def _trailing_turn(messages: Sequence[ChatMessage]) -> int:
-    """Where an unanswered last question (and its steps) starts; ``len`` when none."""
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if m.role == MessageRole.ASSISTANT and not has_tool_calls(m):
-            return len(messages)
-        if m.role == MessageRole.USER:
-            return i
-    return len(messages)
 
 
 class KeyTurns:

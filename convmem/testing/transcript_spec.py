@@ -26,6 +26,7 @@ import sqlalchemy as sa
 
 from convmem.errors import ConfigError
 from convmem.transcript import (
+    AttachmentNotFound,
     AttachmentPart,
     ModelInput,
     NewMessage,
@@ -417,7 +418,7 @@ class TranscriptStoreSpec:
         (with_file,) = api.append(tenant, th.id, NewMessage(role="user", content=[secret]))
         ref = with_file.parts[0]
         assert isinstance(ref, AttachmentPart)
-        with pytest.raises(ThreadNotFound):
+        with pytest.raises(AttachmentNotFound):
             api.get_attachment(other, ref.sha256)
         # another tenant's key names another thread; ids are per tenant, so importing the
         # export elsewhere makes an unrelated copy (issue 11: no existence oracle)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from convmem.transcript.document import ImportLimits
     from convmem.transcript.errors import (
+        AttachmentNotFound,
         ImportRefused,
         RecordCorrupt,
         ThreadDeleted,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from convmem.transcript.store import TranscriptStore
 
 _HOME = {
+    "AttachmentNotFound": "errors",
     "ImportLimits": "document",
     "ImportRefused": "errors",
     "RecordCorrupt": "errors",
@@ -56,6 +58,7 @@ _HOME = {
 }
 
 __all__ = [
+    "AttachmentNotFound",
     "AttachmentPart",
     "DeletionReceipt",
     "DerivedMemory",

@@ -46,3 +46,11 @@ class RecordCorrupt(ConvMemError):
     Imports refuse such documents and the store never writes one; this guards reads
     of databases written by older versions or edited by hand.
     """
+
+
+class AttachmentNotFound(ConfigError, LookupError):
+    """No attachment with this digest for this tenant (erased, or another tenant's).
+
+    Not a ``ThreadNotFound``: the thread is there, so a caller renewing a thread it
+    thinks was deleted must not catch this. Its bases follow ``ThreadNotFound``'s.
+    """

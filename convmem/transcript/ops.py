@@ -48,7 +48,13 @@ from convmem.errors import ConfigError
 from convmem.identity import check_id, check_tenant, check_thread_id, clean_text
 from convmem.render import QUESTION_TOKENS, inert
 from convmem.transcript import export as ex
-from convmem.transcript.errors import RecordCorrupt, ThreadDeleted, ThreadExists, ThreadNotFound
+from convmem.transcript.errors import (
+    AttachmentNotFound,
+    RecordCorrupt,
+    ThreadDeleted,
+    ThreadExists,
+    ThreadNotFound,
+)
 from convmem.transcript.ids import new_id
 from convmem.transcript.models import (
     ATTACHMENTS,
@@ -1818,7 +1824,7 @@ def get_attachment(tenant: str, sha256: str) -> Op[bytes]:
     )
     data = res.scalar_one_or_none()
     if data is None:
-        raise ThreadNotFound(f"attachment {sha256} not found for tenant {tenant!r}")
+        raise AttachmentNotFound(f"attachment {sha256!r} not found for tenant {tenant!r}")
     return bytes(data)
 
 

@@ -1,3 +1,6 @@
+"""Fixtures for the core tests: a memory over the CRM domain (``crm`` is
+``tests/conftest.py``'s), the dev sets' folder and the labelled sessions' date."""
+
 from __future__ import annotations
 
 from datetime import date
@@ -5,15 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from convmem import Domain, SessionMemory, load_domain
+from convmem import Domain, SessionMemory
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 TODAY = date(2026, 11, 30)
-
-
-@pytest.fixture(scope="session")
-def crm() -> Domain:
-    return load_domain(DATA / "domains" / "crm.json")
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """``SessionMemory`` at its edge: identifiers by the shared rule, labels that did not
 come from the user made inert before they enter the rewritten question (issue 11,
-findings 1, 2 and 7; the hostile-text properties are in ``tests/test_hostile_text.py``).
+findings 1, 2 and 7; the hostile-text properties are in ``tests/core/test_hostile_text.py``).
 """
 
 from __future__ import annotations

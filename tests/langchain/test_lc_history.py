@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -38,18 +37,12 @@ from convmem.session import SessionMemory
 from convmem.transcript import (
     AttachmentPart,
     NewMessage,
-    RetentionPolicy,
     TextPart,
     ThreadNotFound,
     ToolCallPart,
     TranscriptStore,
 )
 from langchain_convmem import ConvMemChatMessageHistory
-
-FOREVER = RetentionPolicy(max_age=None, owner="convmem-tests")
-_MIGRATED: set[str] = set()
-_LOCK = threading.Lock()
-_COUNTER = iter(range(1, 1_000_000))
 
 PNG = bytes(range(256)) * 4 + b"\x89PNG\r\n\x1a\n"
 PDF = b"%PDF-1.7\n" + bytes(reversed(range(256))) * 3
@@ -173,23 +166,11 @@ MESSAGES: list[Any] = [
 # ------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(
-    params=[pytest.param("sqlite", marks=pytest.mark.sqlite),
-            pytest.param("postgres", marks=pytest.mark.postgres)]
-)
-def transcript_url(request: pytest.FixtureRequest) -> str:
-    name = "sqlite_url" if request.param == "sqlite" else "postgres_url"
-    url: str = request.getfixturevalue(name)
-    return url
-
-
 @pytest.fixture
-def store(transcript_url: str) -> Iterator[TranscriptStore]:
-    store = TranscriptStore(transcript_url, retention=FOREVER)
-    with _LOCK:
-        if transcript_url not in _MIGRATED:
-            store.migrate()
-            _MIGRATED.add(transcript_url)
+def store(
+    transcript_url: str, migrated_store: Callable[[str], TranscriptStore]
+) -> Iterator[TranscriptStore]:
+    store = migrated_store(transcript_url)
     yield store
     store.engine.dispose()
 
@@ -199,11 +180,6 @@ async def astore(store: TranscriptStore) -> AsyncIterator[TranscriptStore]:
     """The same store for coroutine tests; its async pool is closed on the test's loop."""
     yield store
     await store.async_engine.dispose()
-
-
-@pytest.fixture
-def tenant() -> str:
-    return f"t{next(_COUNTER)}-{threading.get_ident() % 10_000}"
 
 
 def _stored_once(store: TranscriptStore, tenant: str, history: ConvMemChatMessageHistory) -> None:

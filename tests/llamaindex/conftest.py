@@ -1,4 +1,5 @@
-"""Fixtures for the LlamaIndex adapter tests.
+"""Fixtures for the LlamaIndex adapter tests (``crm``, ``tenant`` and ``transcript`` are
+``tests/conftest.py``'s).
 
 ``_convmem_blockbuster`` overrides the plugin's fixture of the same name for this
 directory only: the same check, plus one exemption for a blocking call inside
@@ -8,16 +9,14 @@ LlamaIndex itself (see below), so our own code is still checked on every path.
 from __future__ import annotations
 
 import inspect
-import uuid
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from blockbuster import blockbuster_ctx
 from llama_index.core.utils import get_tokenizer
 
-from convmem.domain import Domain, load_domain
+from convmem.domain import Domain
 from convmem.session import SessionMemory
 from convmem.tokens import encoding
 from convmem.transcript import TranscriptStore
@@ -27,7 +26,6 @@ from convmem.transcript import TranscriptStore
 get_tokenizer()
 encoding()
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 TODAY = datetime(2026, 11, 30, 12, 0)
 
 
@@ -46,27 +44,12 @@ def _convmem_blockbuster(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="session")
-def crm() -> Domain:
-    domain = load_domain(DATA / "domains" / "crm.json")
-    # The core builds the catalog (and reads its stopword file) lazily, on the first
-    # resolve; build it here so no coroutine test does that file read on its loop.
-    assert domain.catalog is not None
-    return domain
-
-
 @pytest.fixture
 def session(crm: Domain) -> SessionMemory:
     return SessionMemory(crm, clock=lambda: TODAY)
 
 
 # --------------------------------------------------------------------------- transcript
-
-
-@pytest.fixture
-def tenant() -> str:
-    """A tenant no other test uses (the PostgreSQL database is shared by the run)."""
-    return f"li-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture

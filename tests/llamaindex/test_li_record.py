@@ -17,8 +17,8 @@ from llama_index.core.tools import FunctionTool
 from convmem.session import SessionMemory
 from llamaindex_convmem import ConvMemChatEngine, ConvMemMemory, wrap_tools
 from tests.llamaindex.li_helpers import CapturingLLM, CountingLLM, roles_and_text, sent
-from tests.llamaindex.test_agent import SYSTEM as AGENT_SYSTEM
-from tests.llamaindex.test_agent import Script, lookup_customer, lookup_rep, search_customers
+from tests.llamaindex.test_li_agent import SYSTEM as AGENT_SYSTEM
+from tests.llamaindex.test_li_agent import Script, lookup_customer, lookup_rep, search_customers
 from tests.recorded_inputs import Record, arecord, record
 
 SYSTEM = "You are a CRM assistant."

@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import date
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,15 +120,6 @@ def urls(redis_url: str, redis_cluster_url: str) -> dict[str, str]:
 
 
 STORE_CLASSES = {"redis": RedisSessionStateStore, "cluster": RedisClusterSessionStateStore}
-
-
-@pytest.fixture(scope="module")
-def crm() -> Any:
-    from convmem import load_domain
-
-    domain = load_domain(Path(__file__).resolve().parents[1] / "data" / "domains" / "crm.json")
-    _ = domain.catalog  # built lazily, reading package data: not on the event loop
-    return domain
 
 
 @pytest.fixture
@@ -532,7 +522,6 @@ async def test_fifty_concurrent_facade_turns_lose_no_saved_update(
         assert state.turn >= 1 and store.stats.degraded == 0
     finally:
         await store.aclose()
-
 
 
 # --------------------------------------------------------------------------- misconfiguration

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import date
 from pathlib import Path
@@ -28,7 +28,6 @@ from convmem import (
     TranscriptUnavailable,
     TurnContext,
     count_tokens,
-    load_domain,
 )
 from convmem.testing.transcript_spec import FOREVER, Api
 from convmem.transcript import TextPart, ToolCallPart, ToolResultPart, TranscriptStore
@@ -43,43 +42,13 @@ CALL = ModelCall(
     model="fake-model-1",
     model_params={"temperature": 0.0},
 )
-_MIGRATED: set[str] = set()
-
-
-@pytest.fixture(scope="module")
-def crm() -> Domain:
-    domain = load_domain(DATA / "domains" / "crm.json")
-    assert domain.catalog is not None  # built (files read) before any event loop runs
-    assert count_tokens("warm the tokenizer up") > 0  # likewise
-    return domain
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", marks=pytest.mark.sqlite),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-def transcript_url(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url"))
-
-
-def _store(url: str) -> TranscriptStore:
-    store = TranscriptStore(url, retention=FOREVER)
-    if url not in _MIGRATED:
-        store.migrate()
-        _MIGRATED.add(url)
-    return store
+assert count_tokens("warm the tokenizer up") > 0  # read once, before any event loop runs
 
 
 @pytest.fixture
-def transcript(transcript_url: str) -> TranscriptStore:
-    return _store(transcript_url)
-
-
-@pytest.fixture
-def tenant() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
+def transcript(transcript_url: str, migrated_store: Callable[[str], TranscriptStore]) -> TranscriptStore:
+    """Closed by ``Turns.close``, on the loop its turns ran on."""
+    return migrated_store(transcript_url)
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -94,6 +63,7 @@ class Turns:
         self.memory = memory
         self.api = loop_owner if loop_owner is not None else Api(memory, mode)  # type: ignore[arg-type]
         self.mode = mode
+        self.threads_before = set(threading.enumerate())
 
     def __getattr__(self, name: str) -> Any:
         if self.api.loop is None:
@@ -114,10 +84,22 @@ class Turns:
         if self.api.loop is not None:
             if transcript is not None:
                 self.api.run(transcript.async_engine.dispose())
-            self.api.run(asyncio.sleep(0.05))  # aiosqlite threads deliver their last results
+            self.api.run(_workers_done(self.threads_before))
             self.api.loop.close()
         if transcript is not None:
             transcript.engine.dispose()
+
+
+async def _workers_done(before: set[threading.Thread]) -> None:
+    """Return once the worker threads started since ``before`` by aiosqlite (one per
+    connection) have exited. Each posts its last result to this loop as it stops, so the
+    loop must outlive them; they are joined off the loop, and the results they posted run
+    before this returns (the join's own result is posted after them)."""
+    loop = asyncio.get_running_loop()
+    for thread in set(threading.enumerate()) - before:
+        if thread.name.endswith("(_connection_worker_thread)"):
+            await loop.run_in_executor(None, thread.join, 30)
+            assert not thread.is_alive(), f"{thread.name} did not stop"
 
 
 @pytest.fixture
@@ -379,11 +361,11 @@ def test_delete_thread_with_redis_state(
 
 
 def test_delete_through_one_device_then_the_other_goes_on(
-    make: Any, transcript_url: str, tenant: str
+    make: Any, transcript_url: str, tenant: str, migrated_store: Callable[[str], TranscriptStore]
 ) -> None:
     shared = InMemorySessionStateStore()
-    a = make(_store(transcript_url), shared)
-    b = make(_store(transcript_url), shared)
+    a = make(migrated_store(transcript_url), shared)
+    b = make(migrated_store(transcript_url), shared)
     _two_turns(a)
     b.transcript_thread_id("th")  # b caches the thread id
     a.delete_thread("th")
@@ -437,11 +419,11 @@ def test_redaction_during_a_turn_drops_the_open_turn(
 
 
 def test_two_devices_append_to_one_ordered_thread(
-    make: Any, transcript_url: str, tenant: str
+    make: Any, transcript_url: str, tenant: str, migrated_store: Callable[[str], TranscriptStore]
 ) -> None:
     shared = InMemorySessionStateStore()
-    phone = make(_store(transcript_url), shared)
-    laptop = make(_store(transcript_url), shared)
+    phone = make(migrated_store(transcript_url), shared)
+    laptop = make(migrated_store(transcript_url), shared)
     script = [
         (phone, "Pull up Brightwater Farms.", "Found it."),
         (laptop, "Who's their rep?", "Dana Whitfield."),

@@ -52,7 +52,8 @@ def api(request: pytest.FixtureRequest, transcript: TranscriptStore) -> Iterator
     api.close()
 
 
-def tenant() -> str:
+def new_tenant() -> str:
+    """A tenant no other test uses (this file makes several per test)."""
     return f"b-{uuid.uuid4().hex[:12]}"
 
 
@@ -98,7 +99,7 @@ def within(seconds: float, fn: Callable[[], Any]) -> Any:
 
 
 def test_import_cannot_borrow_another_tenants_message(api: Api) -> None:
-    victim, attacker = tenant(), tenant()
+    victim, attacker = new_tenant(), new_tenant()
     vt = api.create_thread(victim)
     (secret,) = api.append(victim, vt.id, user("the victim's secret"))
     own = api.create_thread(attacker)
@@ -113,7 +114,7 @@ def test_import_cannot_borrow_another_tenants_message(api: Api) -> None:
 
 
 def test_path_reads_stay_in_the_tenants_thread(api: Api, transcript: TranscriptStore) -> None:
-    victim, owner = tenant(), tenant()
+    victim, owner = new_tenant(), new_tenant()
     vt = api.create_thread(victim)
     (secret,) = api.append(victim, vt.id, user("the victim's secret"))
     th = api.create_thread(owner)
@@ -136,7 +137,7 @@ def test_path_reads_stay_in_the_tenants_thread(api: Api, transcript: TranscriptS
 
 @pytest.mark.parametrize("cycle", ["self", "pair"])
 def test_import_refuses_parent_cycles(api: Api, cycle: str) -> None:
-    owner = tenant()
+    owner = new_tenant()
     th = api.create_thread(owner)
     api.append(owner, th.id, [user("a"), bot("b")])
     doc = json.loads(api.export_thread(owner, th.id))
@@ -153,7 +154,7 @@ def test_import_refuses_parent_cycles(api: Api, cycle: str) -> None:
 
 
 def test_reads_over_a_stored_cycle_end(api: Api, transcript: TranscriptStore) -> None:
-    owner = tenant()
+    owner = new_tenant()
     th = api.create_thread(owner)
     first, second = api.append(owner, th.id, [user("a"), bot("b")])
     plant_parent(transcript, owner, first.id, second.id)  # a loop: a → b → a
@@ -174,7 +175,7 @@ def test_reads_over_a_stored_cycle_end(api: Api, transcript: TranscriptStore) ->
 
 
 def test_nul_and_lone_surrogates_are_replaced_on_every_write(api: Api) -> None:
-    owner = tenant()
+    owner = new_tenant()
     bad, good = "a\x00b\ud800c", "a\ufffdb\ufffdc"
     th = api.create_thread(owner, title=bad, owner="o\x00", metadata={"k\x00": [bad]})
     (q,) = api.append(owner, th.id, user(bad, author="x\udfff", extra={"e": bad}))
@@ -244,7 +245,7 @@ def _edit_chain(depth: int) -> tuple[str, dict[str, Any]]:
 def test_show_draws_a_long_tool_chain_and_a_deep_edit_chain(
     api: Api, transcript: TranscriptStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    owner = tenant()
+    owner = new_tenant()
     th = api.create_thread(owner, title="tools")
     chain = [user("start")]
     for i in range(1000):
@@ -269,7 +270,7 @@ def test_show_draws_a_long_tool_chain_and_a_deep_edit_chain(
 
 
 def test_another_tenants_ids_reveal_nothing(api: Api) -> None:
-    a, b = tenant(), tenant()
+    a, b = new_tenant(), new_tenant()
     chosen = f"thread-{uuid.uuid4().hex}"
     ta = api.create_thread(a, thread_id=chosen, title="A's")
     (secret,) = api.append(a, ta.id, user("A's secret"))
@@ -312,4 +313,4 @@ def test_another_tenants_ids_reveal_nothing(api: Api) -> None:
 )
 def test_bad_ids_are_config_errors_naming_the_field(api: Api, call: Any, field: str) -> None:
     with pytest.raises(ConfigError, match=field.replace("[", r"\[")):
-        call(api, tenant())
+        call(api, new_tenant())

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -61,11 +60,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Transcript
     store.migrate()
     yield store
     store.close()
-
-
-@pytest.fixture
-def tenant() -> str:
-    return f"crash-{uuid.uuid4().hex[:12]}"
 
 
 def kill_child_at(store: TranscriptStore, payload: dict[str, Any]) -> dict[str, Any]:

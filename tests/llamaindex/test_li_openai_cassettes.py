@@ -27,7 +27,7 @@ from convmem.resolve import Resolution, RuleResolver
 from convmem.session import SessionMemory, TurnContext
 from convmem.state import SessionState
 from llamaindex_convmem import LLMResolver
-from tests.llamaindex.test_resolver import ScriptedLLM
+from tests.llamaindex.test_li_resolver import ScriptedLLM
 from tests.offline_http import DUMMY_OPENAI_KEY, OPENAI_BASE_URL
 
 TODAY = date(2026, 11, 30)

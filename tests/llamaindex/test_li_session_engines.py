@@ -37,8 +37,8 @@ from llamaindex_convmem import (
 )
 from llamaindex_convmem.memory import CLARIFY_INSTRUCTION
 from tests.llamaindex.li_helpers import CapturingLLM, RecordingRetriever, roles_and_text, sent
-from tests.llamaindex.test_agent import SYSTEM as AGENT_SYSTEM
-from tests.llamaindex.test_agent import Script, lookup_customer, lookup_rep, search_customers
+from tests.llamaindex.test_li_agent import SYSTEM as AGENT_SYSTEM
+from tests.llamaindex.test_li_agent import Script, lookup_customer, lookup_rep, search_customers
 from tests.recorded_inputs import arecord, record
 
 SYSTEM = "You are a CRM assistant."

@@ -22,7 +22,7 @@ from convmem.topic import (
     word_rank,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "tests" / "data" / "topic_cases.jsonl"
 
 

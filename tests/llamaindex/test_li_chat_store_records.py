@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 
 import pytest
 from llama_index.core.base.llms.types import (
@@ -30,13 +31,15 @@ from llama_index.core.base.llms.types import (
 
 from convmem.transcript import (
     AttachmentPart,
+    NewMessage,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     TranscriptStore,
 )
 from llamaindex_convmem import ConvMemChatStore, ConvMemDBChatStore
-from tests.llamaindex.chat_store_api import store_api
+from llamaindex_convmem._records import to_new_message
+from tests.llamaindex.li_chat_store_api import store_api
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(16)
@@ -166,3 +169,26 @@ def test_nul_and_lone_surrogates_are_normalised_on_every_backend(
     got = store.get_messages("k")
     assert [m.content for m in got] == ["a\ufffdb\ufffd", "x\ufffd"]
     store.delete_thread("k")
+
+
+def test_records_written_before_the_namespace_carried_a_version_still_read(
+    transcript: TranscriptStore, tenant: str
+) -> None:
+    """``extra["llama_index"]`` gained ``"v"``; what the previous release wrote (the same
+    payload, no version) reads back the same (``set_messages`` gives the path a versioned
+    row, as ``rebase_path`` compares ``extra`` exactly); a version this code does not know
+    reads as the plain record of its role."""
+    store = ConvMemChatStore(transcript, tenant=tenant)
+    message = ChatMessage(role="developer", content="be brief", additional_kwargs={"k": 1})
+    payload = {"role": "developer", "additional_kwargs": {"k": 1}}
+    new = to_new_message(message)
+    assert new.extra == {"llama_index": {"v": 1, **payload}}
+    tid = store.thread_id("k")
+    transcript.append(tenant, tid, replace(new, extra={"llama_index": payload}))
+    assert store.get_messages("k") == [message]
+    store.set_messages("k", [message])
+    (old, again) = transcript.tree(tenant, tid).messages  # the old row stays in the tree
+    assert old.extra == {"llama_index": payload} and again.extra == new.extra
+    assert store.get_messages("k") == [message]
+    transcript.append(tenant, tid, NewMessage("system", "later", extra={"llama_index": {"v": 99, **payload}}))
+    assert store.get_messages("k")[-1] == ChatMessage(role="system", content="later")

@@ -23,7 +23,7 @@ from llama_index.core.memory import ChatMemoryBuffer
 from convmem.errors import ConfigError
 from convmem.transcript import RetentionPolicy, TranscriptStore
 from llamaindex_convmem import ConvMemChatStore
-from tests.llamaindex.chat_store_api import StoreApi, store_api
+from tests.llamaindex.li_chat_store_api import StoreApi, store_api
 from tests.llamaindex.li_helpers import CountingLLM
 
 

@@ -8,7 +8,7 @@ The session is ``convmem.reference`` (4,000-token system prompt + context per tu
 17–27-token questions, 2,000-token answers, a focus-setting tool call on most turns).
 The engine is rebuilt each turn with that turn's system prompt (a server building its
 engine per request); the memory and its store live across turns. Figures:
-``pytest -s tests/llamaindex/test_session_tokens.py -m sqlite``.
+``pytest -s tests/llamaindex/test_li_session_tokens.py -m sqlite``.
 """
 
 from __future__ import annotations

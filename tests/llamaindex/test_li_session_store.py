@@ -4,7 +4,7 @@ how writes drive the state and the record, and what the record view's guarantees
 
 Ports of upstream tests that apply to a view (``test_simple_chat_store.py``,
 ``test_sql.py``, ``test_memory_custom_chat_store.py``) are marked "port:" with the
-upstream name; the record-view ports are in ``test_chat_store*.py``.
+upstream name; the record-view ports are in ``test_li_chat_store*.py``.
 """
 
 from __future__ import annotations
