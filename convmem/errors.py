@@ -6,7 +6,8 @@
     │   └── ImportRefused           an import document convmem could not have written; names
     │                               the JSON path ($.messages[0].parent_id); nothing was written
     ├── NotFound (LookupError)      what was asked for does not exist for this tenant
-    │   └── ThreadNotFound          no such thread, message or attachment *in this tenant*
+    │   ├── AttachmentNotFound      no attachment with this digest *in this tenant*
+    │   └── ThreadNotFound          no such thread or message *in this tenant*
     │       └── ThreadDeleted       (also a TranscriptUnavailable) the thread a turn began on
     │                               was deleted since: the turn's commit point writes nothing
     ├── ResolverError (ValueError)  a resolver's model failed, refused or answered something
@@ -18,7 +19,7 @@
     └── RecordCorrupt               a stored thread breaks the record's invariants (a parent cycle)
 
 The transcript's errors (``ThreadExists``, ``ImportRefused``, ``ThreadNotFound``,
-``ThreadDeleted``, ``RecordCorrupt``) live in ``convmem.transcript.errors`` and are
+``AttachmentNotFound``, ``ThreadDeleted``, ``RecordCorrupt``) live in ``convmem.transcript.errors`` and are
 exported by ``convmem.transcript``; the rest here and from ``convmem``. A caller that
 wants "does not exist" catches ``NotFound`` (or ``LookupError``), not ``ConfigError``:
 a missing thread is not a mistake in the call, and another tenant's thread looks

@@ -48,9 +48,9 @@ class RecordCorrupt(ConvMemError):
     """
 
 
-class AttachmentNotFound(ConfigError, LookupError):
+class AttachmentNotFound(NotFound):
     """No attachment with this digest for this tenant (erased, or another tenant's).
 
     Not a ``ThreadNotFound``: the thread is there, so a caller renewing a thread it
-    thinks was deleted must not catch this. Its bases follow ``ThreadNotFound``'s.
+    thinks was deleted must not catch this.
     """
