@@ -583,7 +583,7 @@ class TranscriptStore:
         thread_id: str,
         messages: NewMessage | Sequence[NewMessage],
         *,
-        parent_id: str | ops._Active | None = ops.ACTIVE,
+        parent_id: str | ops.base._Active | None = ops.ACTIVE,
         activate: bool = True,
         incarnation: str | None = None,
     ) -> list[Message]:
@@ -602,7 +602,7 @@ class TranscriptStore:
         thread_id: str,
         messages: NewMessage | Sequence[NewMessage],
         *,
-        parent_id: str | ops._Active | None = ops.ACTIVE,
+        parent_id: str | ops.base._Active | None = ops.ACTIVE,
         activate: bool = True,
         incarnation: str | None = None,
     ) -> list[Message]:
@@ -620,7 +620,7 @@ class TranscriptStore:
         user_message: NewMessage,
         model_input: ModelInput,
         *,
-        parent_id: str | ops._Active | None = ops.ACTIVE,
+        parent_id: str | ops.base._Active | None = ops.ACTIVE,
         incarnation: str | None = None,
     ) -> TurnRecord:
         """Commit point 1, before the model call (``TranscriptUnavailable`` if it fails;
@@ -639,7 +639,7 @@ class TranscriptStore:
         user_message: NewMessage,
         model_input: ModelInput,
         *,
-        parent_id: str | ops._Active | None = ops.ACTIVE,
+        parent_id: str | ops.base._Active | None = ops.ACTIVE,
         incarnation: str | None = None,
     ) -> TurnRecord:
         """Async ``begin_turn_record``."""
