@@ -57,7 +57,7 @@ class Read:
     """Not a statement: read up to ``size`` bytes of ``source`` (an import document).
 
     File I/O goes through the driver like a statement, so the async store reads on a
-    worker thread and the operation stays sans-I/O (``convmem.transcript.exchange``).
+    worker thread and the operation stays sans-I/O (``convmem.transcript.ops.portability``).
     """
 
     source: BinaryIO
