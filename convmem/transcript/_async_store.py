@@ -141,7 +141,7 @@ class AsyncTwins(StoreEngine):
         thread_id: str,
         messages: NewMessage | Sequence[NewMessage],
         *,
-        parent_id: str | ops.base._Active | None = ops.ACTIVE,
+        parent_id: str | ops.ActiveLeaf | None = ops.ACTIVE,
         activate: bool = True,
         incarnation: str | None = None,
     ) -> list[Message]:
@@ -161,7 +161,7 @@ class AsyncTwins(StoreEngine):
         user_message: NewMessage,
         model_input: ModelInput,
         *,
-        parent_id: str | ops.base._Active | None = ops.ACTIVE,
+        parent_id: str | ops.ActiveLeaf | None = ops.ACTIVE,
         incarnation: str | None = None,
     ) -> TurnRecord:
         """Commit point 1, before the model call (``TranscriptUnavailable`` if it fails;

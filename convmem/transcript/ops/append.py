@@ -13,13 +13,13 @@ from convmem.transcript.models import (
 )
 from convmem.transcript.ops.base import (
     ACTIVE,
+    ActiveLeaf,
     Ctx,
     Op,
-    _Active,
-    _sha256,
     clean_message,
     content_key,
     edge,
+    sha256_of,
     to_message,
 )
 from convmem.transcript.ops.messages import (
@@ -46,14 +46,14 @@ def append(
     tenant: str,
     thread_id: str,
     messages: Sequence[NewMessage],
-    parent_id: str | _Active | None,
+    parent_id: str | ActiveLeaf | None,
     activate: bool,
     incarnation: str | None = None,
 ) -> Op[list[Message]]:
     """Append to the active leaf (one linear path under concurrency) or under a parent.
     ``incarnation``: only into that incarnation of the thread (a turn's binding)."""
-    edge(tenant, thread_id=thread_id, parent_id=None if isinstance(parent_id, _Active) else parent_id)
-    if isinstance(parent_id, _Active):
+    edge(tenant, thread_id=thread_id, parent_id=None if isinstance(parent_id, ActiveLeaf) else parent_id)
+    if isinstance(parent_id, ActiveLeaf):
         return (
             yield from insert_chain(
                 ctx, tenant, thread_id, ACTIVE, messages, move_leaf=True, whole_op=True,
@@ -193,7 +193,7 @@ def _hashless(parts: Sequence[Part]) -> list[Part]:
     for p in parts:
         if isinstance(p, AttachmentPart) and p.data is not None:
             p = AttachmentPart(
-                media_type=p.media_type, name=p.name, sha256=_sha256(p.data), size=len(p.data)
+                media_type=p.media_type, name=p.name, sha256=sha256_of(p.data), size=len(p.data)
             )
         out.append(p)
     return out

@@ -94,11 +94,11 @@ Op = Generator[Step, Any, T]
 MSG_COLS: tuple[str, ...] = tuple(c.name for c in MESSAGES.columns)
 
 
-class _Active:
+class ActiveLeaf:
     """Sentinel: "append to the active leaf"."""
 
 
-ACTIVE = _Active()
+ACTIVE = ActiveLeaf()
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +192,7 @@ def content_key(
     return json.dumps([role, list(parts), dict(extra or {})], sort_keys=True, separators=(",", ":"))
 
 
-def _sha256(data: bytes) -> str:
+def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 # ---------------------------------------------------------------- the edge

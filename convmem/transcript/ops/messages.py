@@ -21,14 +21,14 @@ from convmem.transcript.models import (
 )
 from convmem.transcript.ops.base import (
     MSG_COLS,
+    ActiveLeaf,
     Alone,
     Ctx,
     Op,
-    _Active,
-    _sha256,
     clean_message,
     edge,
     search_body,
+    sha256_of,
     to_message,
 )
 from convmem.transcript.records import (
@@ -216,7 +216,7 @@ def _prepare_parts(
     for part in parts:
         if isinstance(part, AttachmentPart) and part.data is not None:
             data = part.data
-            sha = _sha256(data)
+            sha = sha256_of(data)
             if part.sha256 and part.sha256 != sha:
                 raise ConfigError(f"attachment {part.name!r}: sha256 does not match its data")
             part = AttachmentPart(
@@ -402,7 +402,7 @@ def _search_rows(rows: Sequence[Mapping[str, Any]]) -> list[JSONDict]:
 def _pg_insert_chain(
     tenant: str,
     thread_id: str,
-    parent_id: str | _Active | None,
+    parent_id: str | ActiveLeaf | None,
     rows: Sequence[JSONDict],
     now: datetime,
     *,
@@ -431,7 +431,7 @@ def _pg_insert_chain(
         for r in rows
     ]
     search = [{"message_id": s["message_id"], "body": s["body"]} for s in _search_rows(rows)]
-    follow = isinstance(parent_id, _Active)
+    follow = isinstance(parent_id, ActiveLeaf)
     params = {
         "thread_id": thread_id,
         "tenant": tenant,
@@ -457,7 +457,7 @@ def insert_chain(
     ctx: Ctx,
     tenant: str,
     thread_id: str,
-    parent_id: str | _Active | None,
+    parent_id: str | ActiveLeaf | None,
     messages: Sequence[NewMessage],
     *,
     move_leaf: bool,
@@ -494,9 +494,9 @@ def insert_chain(
         )
     else:
         # SQLite: the write transaction (BEGIN IMMEDIATE) is the lock; statements are cheap.
-        if isinstance(parent_id, _Active) or incarnation is not None:
+        if isinstance(parent_id, ActiveLeaf) or incarnation is not None:
             th = yield from lock_thread(tenant, thread_id, incarnation)
-            parent = th["active_leaf"] if isinstance(parent_id, _Active) else parent_id
+            parent = th["active_leaf"] if isinstance(parent_id, ActiveLeaf) else parent_id
         else:
             parent = parent_id
         res = yield (

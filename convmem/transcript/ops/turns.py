@@ -19,14 +19,14 @@ from convmem.transcript.models import (
 from convmem.transcript.ops.base import (
     ACTIVE,
     ID_CHARS,
+    ActiveLeaf,
     Alone,
     Ctx,
     Op,
-    _Active,
-    _sha256,
     bounded,
     clean_json,
     edge,
+    sha256_of,
     to_thread,
 )
 from convmem.transcript.ops.messages import get_message, insert_chain, lock_thread, read_path
@@ -90,7 +90,7 @@ def begin_turn_record(
     thread_id: str,
     user_message: NewMessage,
     model_input: ModelInput,
-    parent_id: str | _Active | None = ACTIVE,
+    parent_id: str | ActiveLeaf | None = ACTIVE,
     incarnation: str | None = None,
 ) -> Op[TurnRecord]:
     """Commit point 1: the user message and what the model is about to receive.
@@ -98,13 +98,13 @@ def begin_turn_record(
     The message follows the active leaf, or goes under ``parent_id`` (an edit: a
     sibling of the edited question); either way it becomes the active leaf. With
     ``incarnation`` it is written only into that incarnation of the thread."""
-    edge(tenant, thread_id=thread_id, parent_id=None if isinstance(parent_id, _Active) else parent_id)
+    edge(tenant, thread_id=thread_id, parent_id=None if isinstance(parent_id, ActiveLeaf) else parent_id)
     for i, sent in enumerate(model_input.sent_message_ids):
         check_id(sent, f"model_input.sent_message_ids[{i}]", ID_CHARS)
     quoted = model_input.quoted_message_ids
     for i, q in enumerate(quoted or ()):
         check_id(q, f"model_input.quoted_message_ids[{i}]", ID_CHARS)
-    if not isinstance(parent_id, _Active):
+    if not isinstance(parent_id, ActiveLeaf):
         yield from lock_thread(tenant, thread_id, incarnation)
         if parent_id is not None:
             yield from get_message(tenant, thread_id, parent_id)
@@ -116,7 +116,7 @@ def begin_turn_record(
     sha: str | None = None
     prompt = None if model_input.system_prompt is None else clean_text(model_input.system_prompt)
     if prompt is not None:
-        sha = _sha256(prompt.encode("utf-8"))
+        sha = sha256_of(prompt.encode("utf-8"))
         yield (
             ctx.insert(TEMPLATES)
             .values(tenant=tenant, sha256=sha, text=prompt)
