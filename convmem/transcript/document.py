@@ -1,38 +1,32 @@
-"""The thread export document, declared once: typed records, their checks, their JSON.
+"""The thread export document, declared once: typed records, their checks, their JSON, their rows.
 
 Each section of a ``convmem.thread`` document is a frozen dataclass (``ThreadDoc``,
 ``MessageDoc``, ``AttachmentDoc``, ``ModelInputDoc``, ``DerivedDoc``,
 ``RedactionDoc``) whose fields carry a ``Spec``: how the value is checked when a
-document is read (type, range, length, format) and how it is written. Export builds
-records from rows and writes them with ``record_json``; import reads records with
-``parse_record``; both walk the same fields, so the two cannot drift apart.
+document is read (type, range, length, format), how it is written, which table
+column holds it and whose ids it names. Export builds records from rows
+(``record_from_row``) and writes them with ``record_json``; import reads records with
+``parse_record`` and turns them into rows with ``record_row`` (ids mapped when the
+import asks for fresh ones). All four walk the same fields, so export and import
+cannot drift apart.
 
-Reading is incremental and bounded: ``DocumentReader`` is fed the bytes chunk by
-chunk (ijson's push parser, no prefixes kept) and hands out one top-level value or
-one section item at a time, built by an iterative builder that refuses, with the
-JSON path, what no convmem export holds: nesting deeper than ``max_depth``, a key
-given twice, a string longer than the cap, a NUL or a lone surrogate anywhere (every
-write path replaces them with U+FFFD, so a document carrying one was not written by
-convmem), non-finite numbers. Every refusal is one ``ImportRefused`` naming the
-path, e.g. ``$.messages[0].parent_id``. Checks that need more than one record
-(unique ids, references, the parent graph) are the import operation's
-(``convmem.transcript.exchange``).
+Every refusal is one ``ImportRefused`` naming the path, e.g.
+``$.messages[0].parent_id``. The bytes are read incrementally by
+``convmem.transcript.reader``; checks that need more than one record (unique ids,
+references, the parent graph) are the import operation's
+(``convmem.transcript.ops.portability``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import codecs
-import contextlib
 import hashlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, TypeVar, get_type_hints
-
-import ijson
+from typing import Annotated, Any, ClassVar, TypeVar, get_origin, get_type_hints
 
 from convmem.identity import MAX_THREAD_ID_CHARS
 from convmem.transcript.errors import ImportRefused
@@ -74,11 +68,15 @@ Check = Callable[[Any, str, ImportLimits], Any]
 
 @dataclass(frozen=True, slots=True)
 class Spec:
-    """How one field is read (``check``: value, JSON path, limits → value) and written."""
+    """How one field is read (``check``: value, JSON path, limits → value), written,
+    and stored."""
 
     check: Check
     dump: Callable[[Any], Any] = lambda v: v
     optional: bool = False  # may be absent (written only when not None)
+    column: str = ""  # the table column, when it is not the field's name
+    stored: bool = True  # False: not a column of the section's table (joined on export)
+    ids: str | None = None  # the section whose ids it holds (mapped by a fresh-id import)
 
 
 def _describe(value: Any) -> str:
@@ -97,7 +95,7 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
-def _want(what: str, value: Any, path: str) -> ImportRefused:
+def refuse_type(what: str, value: Any, path: str) -> ImportRefused:
     return ImportRefused(path, f"must be {what}, got {_describe(value)}")
 
 
@@ -113,7 +111,7 @@ def nullable(check: Check) -> Check:
 def ident(v: Any, path: str, lim: ImportLimits, max_chars: int = MAX_ID_CHARS) -> str:
     """An identifier: a non-blank string within the id width, no control characters."""
     if not isinstance(v, str):
-        raise _want("an id (a string)", v, path)
+        raise refuse_type("an id (a string)", v, path)
     if not v.strip():
         raise ImportRefused(path, "must be a non-empty id")
     if len(v) > max_chars:
@@ -136,7 +134,7 @@ def label(max_chars: int, *, blank: bool = True) -> Check:
 
     def run(v: Any, path: str, lim: ImportLimits) -> str:
         if not isinstance(v, str):
-            raise _want("a string", v, path)
+            raise refuse_type("a string", v, path)
         if len(v) > max_chars:
             raise ImportRefused(path, f"is {len(v)} characters; the limit is {max_chars}")
         if not blank and not v.strip():
@@ -149,7 +147,7 @@ def label(max_chars: int, *, blank: bool = True) -> Check:
 def text(v: Any, path: str, lim: ImportLimits) -> str:
     """Free text of any length up to the string cap."""
     if not isinstance(v, str):
-        raise _want("a string", v, path)
+        raise refuse_type("a string", v, path)
     if len(v) > lim.max_string_chars:
         raise ImportRefused(
             path, f"is {len(v)} characters; the limit is {lim.max_string_chars} (ImportLimits)"
@@ -162,7 +160,7 @@ def integer(lo: int, hi: int = MAX_INT) -> Check:
 
     def run(v: Any, path: str, lim: ImportLimits) -> int:
         if type(v) is not int:
-            raise _want("an integer", v, path)
+            raise refuse_type("an integer", v, path)
         if not lo <= v <= hi:
             raise ImportRefused(path, f"is {v}; must be between {lo} and {hi}")
         return v
@@ -173,7 +171,7 @@ def integer(lo: int, hi: int = MAX_INT) -> Check:
 def boolean(v: Any, path: str, lim: ImportLimits) -> bool:
     """``true`` or ``false``."""
     if type(v) is not bool:
-        raise _want("true or false", v, path)
+        raise refuse_type("true or false", v, path)
     return v
 
 
@@ -212,7 +210,7 @@ def sha256_hex(v: Any, path: str, lim: ImportLimits) -> str:
 def json_object(v: Any, path: str, lim: ImportLimits) -> dict[str, Any]:
     """A JSON object (its strings and depth were checked while reading)."""
     if not isinstance(v, dict):
-        raise _want("an object", v, path)
+        raise refuse_type("an object", v, path)
     return v
 
 
@@ -221,7 +219,7 @@ def list_of(check: Check) -> Check:
 
     def run(v: Any, path: str, lim: ImportLimits) -> list[Any]:
         if not isinstance(v, list):
-            raise _want("a list", v, path)
+            raise refuse_type("a list", v, path)
         return [check(item, f"{path}[{i}]", lim) for i, item in enumerate(v)]
 
     return run
@@ -230,7 +228,7 @@ def list_of(check: Check) -> Check:
 def exact_keys(obj: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
     """``obj`` is an object with all of ``required``, some of ``optional``, nothing else."""
     if not isinstance(obj, dict):
-        raise _want("an object", obj, path)
+        raise refuse_type("an object", obj, path)
     for key in required:
         if key not in obj:
             raise ImportRefused(f"{path}.{key}", "is missing")
@@ -265,7 +263,7 @@ _PART_FIELDS: dict[str, dict[str, Check]] = {
 def part(v: Any, path: str, lim: ImportLimits) -> dict[str, Any]:
     """A typed message part (``records.part_to_json``)."""
     if not isinstance(v, dict):
-        raise _want("an object", v, path)
+        raise refuse_type("an object", v, path)
     kind = v.get("kind")
     checks = _PART_FIELDS.get(kind) if isinstance(kind, str) else None
     if checks is None:
@@ -289,7 +287,7 @@ def affected(v: Any, path: str, lim: ImportLimits) -> dict[str, Any]:
 def base64_data(v: Any, path: str, lim: ImportLimits) -> bytes:
     """Strict standard base64, within the attachment cap."""
     if not isinstance(v, str):
-        raise _want("base64 text", v, path)
+        raise refuse_type("base64 text", v, path)
     if len(v) > -(-lim.max_attachment_bytes // 3) * 4:
         raise ImportRefused(
             path, f"holds more than {lim.max_attachment_bytes} bytes (ImportLimits.max_attachment_bytes)"
@@ -316,7 +314,7 @@ TS_OR_NULL = Spec(nullable(timestamp), dump=_ts_dump)
 class ThreadDoc:
     """``$.thread``."""
 
-    id: Annotated[str, Spec(ident)]
+    id: Annotated[str, Spec(ident, ids="thread")]
     key: Annotated[str | None, Spec(nullable(thread_key))]
     owner: Annotated[str | None, Spec(nullable(label(200)))]
     title: Annotated[str | None, Spec(nullable(text))]
@@ -324,7 +322,7 @@ class ThreadDoc:
     created_at: Annotated[datetime, TS]
     updated_at: Annotated[datetime, TS]
     retention: Annotated[dict[str, Any] | None, Spec(nullable(retention))]
-    active_leaf: Annotated[str | None, Spec(nullable(ident))]
+    active_leaf: Annotated[str | None, Spec(nullable(ident), ids="messages")]
     next_seq: Annotated[int, Spec(integer(1))]
     archived_seq: Annotated[int, Spec(integer(0))]
     forked_from: Annotated[str | None, Spec(nullable(ident))]
@@ -336,8 +334,8 @@ class ThreadDoc:
 class MessageDoc:
     """``$.messages[i]``: one node of the tree."""
 
-    id: Annotated[str, Spec(ident)]
-    parent_id: Annotated[str | None, Spec(nullable(ident))]
+    id: Annotated[str, Spec(ident, ids="messages")]
+    parent_id: Annotated[str | None, Spec(nullable(ident), ids="messages")]
     seq: Annotated[int, Spec(integer(1))]
     role: Annotated[str, Spec(choice(ROLES))]
     author: Annotated[str | None, Spec(nullable(label(200)))]
@@ -347,7 +345,7 @@ class MessageDoc:
     client_ts: Annotated[datetime | None, TS_OR_NULL]
     visibility: Annotated[str, Spec(choice(VISIBILITIES))]
     copy_of: Annotated[str | None, Spec(nullable(ident))]
-    turn_id: Annotated[str | None, Spec(nullable(ident))]
+    turn_id: Annotated[str | None, Spec(nullable(ident), ids="model_inputs")]
     redacted_at: Annotated[datetime | None, TS_OR_NULL]
 
     section: ClassVar[str] = "messages"
@@ -360,7 +358,7 @@ class AttachmentDoc:
     sha256: Annotated[str, Spec(sha256_hex)]
     media_type: Annotated[str, Spec(label(200))]
     size: Annotated[int, Spec(integer(0))]
-    data_base64: Annotated[bytes, Spec(base64_data, dump=_b64_dump)]
+    data_base64: Annotated[bytes, Spec(base64_data, dump=_b64_dump, column="data")]
 
     section: ClassVar[str] = "attachments"
 
@@ -369,21 +367,25 @@ class AttachmentDoc:
 class ModelInputDoc:
     """``$.model_inputs[i]``: what the model received on one turn."""
 
-    id: Annotated[str, Spec(ident)]
-    user_message_id: Annotated[str, Spec(ident)]
+    id: Annotated[str, Spec(ident, ids="model_inputs")]
+    user_message_id: Annotated[str, Spec(ident, ids="messages")]
     rendered_block: Annotated[str, Spec(text)]
     state_snapshot: Annotated[dict[str, Any], Spec(json_object)]
-    sent_message_ids: Annotated[list[str], Spec(list_of(ident))]
-    system_prompt: Annotated[str | None, Spec(nullable(text))]
-    system_prompt_sha256: Annotated[str | None, Spec(nullable(sha256_hex))]
+    sent_message_ids: Annotated[list[str], Spec(list_of(ident), ids="messages")]
+    system_prompt: Annotated[str | None, Spec(nullable(text), stored=False)]
+    system_prompt_sha256: Annotated[
+        str | None, Spec(nullable(sha256_hex), column="template_sha256")
+    ]
     tool_schemas: Annotated[list[dict[str, Any]], Spec(list_of(json_object))]
     model: Annotated[str | None, Spec(nullable(label(200)))]
     model_params: Annotated[dict[str, Any], Spec(json_object)]
     created_at: Annotated[datetime, TS]
     completed_at: Annotated[datetime | None, TS_OR_NULL]
-    answer_message_id: Annotated[str | None, Spec(nullable(ident))]
+    answer_message_id: Annotated[str | None, Spec(nullable(ident), ids="messages")]
     # The messages its block and snapshot quote (absent: not known; see ``models``).
-    quoted_message_ids: Annotated[list[str] | None, Spec(nullable(list_of(ident)), optional=True)]
+    quoted_message_ids: Annotated[
+        list[str] | None, Spec(nullable(list_of(ident)), optional=True, ids="messages")
+    ]
 
     section: ClassVar[str] = "model_inputs"
 
@@ -392,10 +394,10 @@ class ModelInputDoc:
 class DerivedDoc:
     """``$.derived[i]``: a memory citing the messages it came from."""
 
-    id: Annotated[str, Spec(ident)]
+    id: Annotated[str, Spec(ident, ids="derived")]
     kind: Annotated[str, Spec(label(100, blank=False))]
     content: Annotated[str, Spec(text)]
-    source_message_ids: Annotated[list[str], Spec(list_of(ident))]
+    source_message_ids: Annotated[list[str], Spec(list_of(ident), ids="messages")]
     created_at: Annotated[datetime, TS]
     tombstoned_at: Annotated[datetime | None, TS_OR_NULL]
 
@@ -406,8 +408,8 @@ class DerivedDoc:
 class RedactionDoc:
     """``$.redactions[i]``: who redacted which message, when and why."""
 
-    id: Annotated[str, Spec(ident)]
-    message_id: Annotated[str, Spec(ident)]
+    id: Annotated[str, Spec(ident, ids="redactions")]
+    message_id: Annotated[str, Spec(ident, ids="messages")]
     actor: Annotated[str, Spec(label(200, blank=False))]
     reason: Annotated[str, Spec(text)]
     at: Annotated[datetime, TS]
@@ -436,8 +438,19 @@ def _specs(cls: type[Any]) -> list[tuple[str, Spec]]:
     return [(f.name, hints[f.name].__metadata__[0]) for f in fields(cls)]
 
 
+def _null_as(cls: type[Any]) -> dict[str, type[Any]]:
+    """The fields a NULL column reads as empty: lists and objects that are never null."""
+    hints = get_type_hints(cls, include_extras=True)
+    return {
+        f.name: origin
+        for f in fields(cls)
+        if (origin := get_origin(hints[f.name].__origin__)) in (dict, list)
+    }
+
+
 _RECORD_TYPES: tuple[type[Any], ...] = (ThreadDoc, *SECTIONS.values())
 _SPECS: dict[type[Any], list[tuple[str, Spec]]] = {cls: _specs(cls) for cls in _RECORD_TYPES}
+_NULL_AS: dict[type[Any], dict[str, type[Any]]] = {cls: _null_as(cls) for cls in _RECORD_TYPES}
 
 
 def parse_record(cls: type[R], obj: Any, path: str, limits: ImportLimits) -> R:
@@ -459,6 +472,42 @@ def record_json(rec: Record) -> dict[str, Any]:
         if s.optional and value is None:
             continue
         out[name] = s.dump(value)
+    return out
+
+
+def record_from_row(cls: type[R], row: Mapping[str, Any]) -> R:
+    """The record of a table row (export): each field from its column, NULL lists and
+    objects as empty ones, stored bytes as ``bytes``."""
+    null_as = _NULL_AS[cls]
+    values: dict[str, Any] = {}
+    for name, s in _SPECS[cls]:
+        value = row[s.column or name]
+        if value is None and name in null_as:
+            value = null_as[name]()
+        elif isinstance(value, memoryview):
+            value = bytes(value)
+        values[name] = value
+    return cls(**values)
+
+
+IdMap = Callable[[str, str | None], str | None]
+
+
+def record_row(rec: Record, ids: IdMap) -> dict[str, Any]:
+    """The record as its table's columns (import): stored fields only, every id passed
+    through ``ids(section, id)`` (the identity, or a fresh-id import's mapping)."""
+    out: dict[str, Any] = {}
+    for name, s in _SPECS[type(rec)]:
+        if not s.stored:
+            continue
+        value = getattr(rec, name)
+        if s.ids is not None:
+            section = s.ids
+            if isinstance(value, list):
+                value = [ids(section, v) for v in value]
+            else:
+                value = ids(section, value)
+        out[s.column or name] = value
     return out
 
 
@@ -488,319 +537,10 @@ def system_prompt_matches(rec: ModelInputDoc, path: str) -> None:
             )
 
 
-# ---------------------------------------------------------------- incremental reading
-
-
-_RUN = re.compile(rb"\\+")
-_HEX4 = re.compile(rb"[0-9a-fA-F]{4}")
-
-
-class _Escapes:
-    """Finds the escapes no convmem export holds, in raw JSON bytes fed chunk by chunk:
-    ``\\u0000`` (NUL can only enter JSON text this way) and a surrogate escape not in
-    a proper pair (yajl would silently turn it into another character).
-
-    Backslashes only occur in strings, so a maximal run of them escapes the character
-    after it iff its length is odd; runs too close to a chunk's end wait for the next.
-    """
-
-    LOOKAHEAD = 11  # "u" + 4 hex + a following "\\uXXXX"
-
-    def __init__(self) -> None:
-        self.carry = b""
-        self.skip_to = -1  # a low surrogate already matched with its high one
-
-    def feed(self, chunk: bytes, final: bool) -> tuple[int, str] | None:
-        """(offset in ``chunk``, what) of the first bad escape (the offset may be < 0:
-        it was in the previous chunk's tail), else ``None``."""
-        buf = self.carry + chunk
-        base = len(self.carry)
-        if b"\\" not in buf:
-            self.carry = b""
-            return None
-        done = len(buf)
-        for m in _RUN.finditer(buf):
-            if not final and m.end() + self.LOOKAHEAD > len(buf):
-                done = m.start()
-                break
-            if (m.end() - m.start()) % 2 == 0 or buf[m.end() : m.end() + 1] != b"u":
-                continue
-            start = m.end() - 1  # the escaping backslash
-            if start < self.skip_to:
-                continue
-            code = _code(buf, m.end() + 1)
-            if code == 0:
-                return start - base, "NUL"
-            if code is None or not 0xD800 <= code <= 0xDFFF:
-                continue
-            low = _code(buf, m.end() + 7) if buf[m.end() + 5 : m.end() + 7] == b"\\u" else None
-            if code <= 0xDBFF and low is not None and 0xDC00 <= low <= 0xDFFF:
-                self.skip_to = m.end() + 11
-                continue
-            return start - base, f"a lone surrogate (U+{code:04X})"
-        self.skip_to -= done
-        self.carry = buf[done:]
-        return None
-
-
-def _code(buf: bytes, at: int) -> int | None:
-    m = _HEX4.match(buf, at)
-    return None if m is None else int(m.group(), 16)
-
-
-class DocumentReader:
-    """Push bytes in (``feed``), take values out (``pop``): the top level one field at
-    a time, list sections one item at a time. Memory holds one item, never a section.
-
-    ``pop`` yields ``(section, index, value)``: ``(name, None, value)`` for a top-level
-    field that is not a list section, ``(section, i, item)`` for a section's items, and
-    ``(section, None, None)`` when a list section ends.
-
-    The builder is one tight loop over ijson's events (``_build``): containers are
-    attached to their parent when they open, and JSON paths are worked out from the
-    stack only when something is refused.
-    """
-
-    def __init__(self, limits: ImportLimits) -> None:
-        self.limits = limits
-        self._events = ijson.sendable_list()
-        self._parser = ijson.basic_parse_coro(self._events, use_float=True)
-        # the open containers (the document's top object first) and their pending keys
-        self._values: list[Any] = []
-        self._keys: list[Any] = []
-        self._out: list[tuple[str, int | None, Any]] = []
-        self._top_seen: set[str] = set()
-        self._top_key: str | None = None
-        self._section_index = -1
-        self._in_section = False
-        self._started = False
-        self._done = False
-        self._escapes = _Escapes()
-        self._utf8 = codecs.getincrementaldecoder("utf-8")()
-        self._lines = 0  # newlines in the chunks parsed so far
-        self.bytes_read = 0
-
-    # -- input
-
-    def feed(self, chunk: bytes) -> None:
-        """Parse ``chunk`` (``b""``: the end of the document)."""
-        self.bytes_read += len(chunk)
-        if self.bytes_read > self.limits.max_document_bytes:
-            raise ImportRefused(
-                "$", f"is over {self.limits.max_document_bytes} bytes (ImportLimits.max_document_bytes)"
-            )
-        try:
-            self._utf8.decode(chunk, final=not chunk)
-        except UnicodeDecodeError as exc:
-            offset = self.bytes_read - len(chunk) + exc.start
-            if exc.start > 0:  # read up to it, for its path; the bad byte is the news
-                with contextlib.suppress(ImportRefused):
-                    self._parse(chunk[: exc.start])
-            raise ImportRefused(
-                self._where(), f"is not UTF-8 text (byte {offset}); is this an export?"
-            ) from None
-        bad = self._escapes.feed(chunk, final=not chunk)
-        if bad is not None:
-            if bad[0] > 0:  # read up to it, for its path
-                self._parse(chunk[: bad[0]])
-            raise ImportRefused(
-                self._where(), f"contains {bad[1]} (as an escape); a convmem export never does "
-                "(every write replaces NUL and lone surrogates with U+FFFD)"
-            )
-        if not chunk and not self._started:
-            raise ImportRefused("$", "is empty; expected the JSON of `convmem threads export`")
-        self._parse(chunk)
-        self._lines += chunk.count(b"\n")
-        if not chunk and not self._done:
-            raise ImportRefused(
-                self._where(), f"is not valid JSON at line {self._lines + 1}: the document "
-                "ends early (the file ends early: truncated?)"
-            )
-
-    def _parse(self, chunk: bytes) -> None:
-        """Push bytes into the parser (``b""``: the end), then build what they complete."""
-        failure: BaseException | None = None
-        try:
-            if chunk:
-                self._parser.send(chunk)
-            else:
-                self._parser.close()
-        except (ijson.JSONError, UnicodeDecodeError, ValueError) as exc:
-            failure = exc
-        try:
-            self._build(self._events)  # also the events before a parse error: its path
-        finally:
-            del self._events[:]
-        if failure is not None:
-            hint = "" if chunk else " (the file ends early: truncated?)"
-            raise ImportRefused(
-                self._where(),
-                f"is not valid JSON at line {self._lines + 1}: {_first_line(failure)}{hint}",
-            )
-
-    def pop(self) -> Iterator[tuple[str, int | None, Any]]:
-        """Values completed so far, in document order."""
-        out, self._out = self._out, []
-        yield from out
-
-    # -- paths (only when refusing)
-
-    def _where(self) -> str:
-        """The JSON path of the value being read."""
-        path = "$"
-        for level, (value, key) in enumerate(zip(self._values, self._keys, strict=True)):
-            if level == 0:
-                if self._top_key is not None:
-                    path = f"$.{self._top_key}"
-                if self._in_section:
-                    path += f"[{self._section_index + 1}]"
-                continue
-            if isinstance(value, dict):
-                path += "" if key is None else f".{key}"
-            else:
-                path += f"[{max(len(value) - (1 if level + 1 < len(self._values) else 0), 0)}]"
-        return path
-
-    # -- building
-
-    def _build(self, events: list[tuple[str, Any]]) -> None:
-        values, keys = self._values, self._keys
-        max_raw, max_depth = self.limits.max_raw_string, self.limits.max_depth
-        for event, value in events:
-            n = len(values)
-            if n < 2 and not (n == 1 and self._in_section and event in _INNER):
-                self._top_event(event, value)
-                continue
-            if event == "map_key":
-                if len(value) > max_raw:
-                    raise self._too_long(value)
-                if value in values[-1]:
-                    keys[-1] = value
-                    raise ImportRefused(self._where(), "is given twice")
-                keys[-1] = value
-            elif event == "start_map" or event == "start_array":
-                if n + self._in_section >= max_depth:
-                    raise ImportRefused(
-                        self._where(),
-                        f"is nested too deeply (more than {max_depth} levels, ImportLimits.max_depth)",
-                    )
-                new: Any = {} if event == "start_map" else []
-                if n > 1:
-                    parent = values[-1]
-                    if keys[-1] is not None:
-                        parent[keys[-1]] = new
-                    else:
-                        parent.append(new)
-                values.append(new)
-                keys.append(None)
-            elif event == "end_map" or event == "end_array":
-                done = values.pop()
-                keys.pop()
-                if n == 2:
-                    self._complete(done)
-                elif keys[-1] is not None:
-                    keys[-1] = None
-            else:
-                if event == "string" and len(value) > max_raw:
-                    raise self._too_long(value)
-                if n == 1:  # a scalar item straight in a section's list
-                    self._complete(value)
-                    continue
-                parent = values[-1]
-                if keys[-1] is not None:
-                    parent[keys[-1]] = value
-                    keys[-1] = None
-                else:
-                    parent.append(value)
-
-    def _too_long(self, value: str) -> ImportRefused:
-        return ImportRefused(
-            self._where(), f"is {len(value)} characters; the limit is {self.limits.max_raw_string} "
-            "(ImportLimits.max_string_chars)"
-        )
-
-    def _complete(self, value: Any) -> None:
-        """A top-level field's value or a section's item is whole."""
-        assert self._top_key is not None
-        if self._in_section:
-            self._section_index += 1
-            if self._section_index >= self.limits.max_items:
-                raise ImportRefused(
-                    f"$.{self._top_key}",
-                    f"has more than {self.limits.max_items} entries (ImportLimits.max_items)",
-                )
-            self._out.append((self._top_key, self._section_index, value))
-            return
-        if self._top_key in SECTIONS:
-            raise _want("a list", value, f"$.{self._top_key}")
-        self._out.append((self._top_key, None, value))
-
-    def _top_event(self, event: str, value: Any) -> None:
-        """Events of the document's top object itself (and of values straight in it)."""
-        values, keys = self._values, self._keys
-        if self._done:
-            raise ImportRefused("$", "has content after the document")
-        self._started = True
-        if not values:
-            if event != "start_map":
-                got = _JSON_TYPES.get(event, event)
-                raise ImportRefused(
-                    "$", f"is not a convmem.thread document: expected a JSON object (an export), "
-                    f"got {got}"
-                )
-            values.append({})
-            keys.append(None)
-            return
-        if event == "map_key":
-            if value not in TOP_LEVEL:
-                raise ImportRefused(
-                    f"$.{value}", "is not a field of a thread export (this is not a "
-                    f"convmem.thread document of version {VERSION})"
-                )
-            if value in self._top_seen:
-                raise ImportRefused(f"$.{value}", "is given twice")
-            self._top_seen.add(value)
-            self._top_key = value
-        elif event == "end_map":
-            values.pop()
-            keys.pop()
-            self._done = True
-            missing = [k for k in TOP_LEVEL if k not in self._top_seen]
-            if missing:
-                raise ImportRefused(f"$.{missing[0]}", "is missing")
-        elif event == "start_array" and self._top_key in SECTIONS:
-            self._in_section = True
-            self._section_index = -1
-        elif event == "end_array" and self._in_section:
-            self._in_section = False
-            assert self._top_key is not None
-            self._out.append((self._top_key, None, None))
-        elif event in ("start_map", "start_array"):  # the thread object, or a wrong shape
-            values.append({} if event == "start_map" else [])
-            keys.append(None)
-        else:
-            if event == "string" and len(value) > self.limits.max_raw_string:
-                raise self._too_long(value)
-            self._complete(value)
-
-
-_JSON_TYPES = {"start_array": "list", "string": "str", "number": "number", "boolean": "bool",
-               "null": "null"}
-
-# Events of a section's item (not of the section's list itself) while no item is open.
-_INNER = frozenset({"start_map", "start_array", "string", "number", "boolean", "null"})
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
 __all__ = [
     "SECTIONS",
     "AttachmentDoc",
     "DerivedDoc",
-    "DocumentReader",
     "ImportLimits",
     "MessageDoc",
     "ModelInputDoc",
@@ -808,6 +548,8 @@ __all__ = [
     "ThreadDoc",
     "check_header",
     "parse_record",
+    "record_from_row",
     "record_json",
+    "record_row",
 ]
 

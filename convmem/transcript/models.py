@@ -55,13 +55,14 @@ class ThreadRow(SQLModel, table=True):
     """A conversation and its pointers."""
 
     __tablename__ = "convmem_threads"
-    __table_args__ = (sa.UniqueConstraint("tenant", "key", name="uq_convmem_threads_tenant_key"),)
+    # unique indexes, as revision 0003 rebuilt them (tests/transcript/test_transcript_schema.py)
+    __table_args__ = (sa.Index("uq_convmem_threads_tenant_key", "tenant", "key", unique=True),)
 
     tenant: str = Field(primary_key=True, max_length=200)
     id: str = Field(primary_key=True, max_length=64)
     key: str | None = Field(default=None, max_length=500)
     owner: str | None = Field(default=None, max_length=200)
-    title: str | None = Field(default=None)
+    title: str | None = Field(default=None, sa_type=sa.Text)
     meta: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column("metadata", sa.JSON))
     created_at: datetime = _when("created_at")
     updated_at: datetime = _when("updated_at", index=True)  # ix_convmem_threads_updated_at
@@ -78,7 +79,7 @@ class MessageRow(SQLModel, table=True):
 
     __tablename__ = "convmem_messages"
     __table_args__ = (
-        sa.UniqueConstraint("tenant", "thread_id", "seq", name="uq_convmem_messages_seq"),
+        sa.Index("uq_convmem_messages_seq", "tenant", "thread_id", "seq", unique=True),
         sa.Index("ix_convmem_messages_tenant_parent_id", "tenant", "parent_id"),
         sa.Index("ix_convmem_messages_tenant_copy_of", "tenant", "copy_of"),
         _thread_fk("convmem_messages"),
@@ -122,7 +123,7 @@ class TemplateRow(SQLModel, table=True):
 
     tenant: str = Field(primary_key=True, max_length=200)
     sha256: str = Field(primary_key=True, max_length=64)
-    text: str
+    text: str = Field(sa_type=sa.Text)
 
 
 class TurnRow(SQLModel, table=True):
@@ -138,7 +139,7 @@ class TurnRow(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=64)
     thread_id: str = Field(max_length=64)
     user_message_id: str = Field(max_length=64)
-    rendered_block: str = ""
+    rendered_block: str = Field(default="", sa_type=sa.Text)
     state_snapshot: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON))
     sent_message_ids: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON))
     template_sha256: str | None = Field(default=None, max_length=64)
@@ -164,7 +165,7 @@ class DerivedRow(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=64)
     thread_id: str = Field(max_length=64)
     kind: str = Field(max_length=100)
-    content: str
+    content: str = Field(sa_type=sa.Text)
     source_message_ids: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON))
     created_at: datetime = _when("created_at")
     tombstoned_at: datetime | None = _when("tombstoned_at", nullable=True)
@@ -184,7 +185,7 @@ class RedactionRow(SQLModel, table=True):
     thread_id: str = Field(max_length=64)
     message_id: str = Field(max_length=64)
     actor: str = Field(max_length=200)
-    reason: str
+    reason: str = Field(sa_type=sa.Text)
     at: datetime = _when("at")
     affected: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON))
 

@@ -18,7 +18,7 @@ import pytest
 
 from convmem.cli import main
 from convmem.testing.servers import free_port
-from convmem.testing.transcript_spec import FOREVER, Api, TranscriptStoreSpec
+from convmem.testing.transcript_driver import FOREVER, rich_thread
 from convmem.transcript import TranscriptStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def db(tmp_path: Path) -> tuple[str, str]:
     url = f"sqlite:///{tmp_path / 'a.db'}"
     store = TranscriptStore(url, retention=FOREVER)
     store.migrate()
-    tid = TranscriptStoreSpec()._rich_thread(Api(store, "sync"), "demo")
+    tid = rich_thread(store, "demo")
     store.close()
     return url, tid
 

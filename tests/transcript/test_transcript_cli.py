@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from convmem.testing.transcript_spec import FOREVER, Api, TranscriptStoreSpec
+from convmem.testing.transcript_driver import FOREVER, rich_thread
 from convmem.transcript import TranscriptStore
 from convmem.transcript.cli import main
 
@@ -24,7 +24,7 @@ def test_cli_round_trip_and_subcommands(
     _cli(capsys, "--db", a, "migrate")
     _cli(capsys, "--db", b, "migrate")
     store = TranscriptStore(a, retention=FOREVER)
-    tid = TranscriptStoreSpec()._rich_thread(Api(store, "sync"), "demo")
+    tid = rich_thread(store, "demo")
     store.engine.dispose()
     monkeypatch.setenv("CONVMEM_TENANT", "demo")
     exported = _cli(capsys, "--db", a, "--tenant", "demo", "export", tid)
@@ -69,7 +69,7 @@ def test_cli_sqlite_export_imports_into_postgres(
     _cli(capsys, "--db", a, "migrate")
     _cli(capsys, "--db", postgres_url, "migrate")
     store = TranscriptStore(a, retention=FOREVER)
-    tid = TranscriptStoreSpec()._rich_thread(Api(store, "sync"), "demo")
+    tid = rich_thread(store, "demo")
     store.engine.dispose()
     exported = _cli(capsys, "--db", a, "--tenant", "demo", "export", tid)
     (tmp_path / "a.json").write_text(exported, "utf-8")
@@ -90,7 +90,7 @@ def test_cli_import_refuses_a_hostile_document_from_stdin(
     a = f"sqlite:///{tmp_path / 'a.db'}"
     _cli(capsys, "--db", a, "migrate")
     store = TranscriptStore(a, retention=FOREVER)
-    tid = TranscriptStoreSpec()._rich_thread(Api(store, "sync"), "demo")
+    tid = rich_thread(store, "demo")
     doc = json.loads(store.export_thread("demo", tid))
     store.delete_thread("demo", tid)
     doc["messages"][1]["parent_id"] = doc["messages"][1]["id"]  # a self-parent

@@ -12,14 +12,17 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from convmem.testing import TranscriptStoreSpec
 from convmem.testing.servers import libpq_url
-from convmem.testing.transcript_spec import FOREVER, Api, TranscriptStoreSpec
+from convmem.testing.transcript_driver import FOREVER, rich_thread
 from convmem.transcript import NewMessage, TranscriptStore, ops
 
 pytestmark = pytest.mark.postgres
 
 
 class TestPostgresTranscript(TranscriptStoreSpec):
+    backend_id = "postgres"
+
     @pytest.fixture
     def transcript_url(self, postgres_url: str) -> str:
         return postgres_url
@@ -69,8 +72,7 @@ def test_sqlite_export_imports_into_postgres_byte_identical(
     lite.migrate()
     pg.migrate()
     try:
-        api = Api(lite, "sync")
-        tid = TranscriptStoreSpec()._rich_thread(api, "roundtrip")
+        tid = rich_thread(lite, "roundtrip")
         first = lite.export_thread("roundtrip", tid)
         pg.import_thread("roundtrip-pg", first)
         assert pg.export_thread("roundtrip-pg", tid) == first

@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from convmem.testing.transcript_spec import FOREVER, Api, TranscriptStoreSpec
+from convmem.testing import TranscriptStoreSpec
+from convmem.testing.transcript_driver import FOREVER, rich_thread
 from convmem.transcript import TranscriptStore
 
 pytestmark = pytest.mark.sqlite
 
 
 class TestSQLiteTranscript(TranscriptStoreSpec):
+    backend_id = "sqlite"
+
     @pytest.fixture
     def transcript_url(self, sqlite_url: str) -> str:
         return sqlite_url
@@ -47,7 +50,7 @@ def test_export_imports_into_a_fresh_sqlite_file_byte_identical(tmp_path: Path) 
     a.migrate()
     b.migrate()
     try:
-        tid = TranscriptStoreSpec()._rich_thread(Api(a, "sync"), "demo")
+        tid = rich_thread(a, "demo")
         first = a.export_thread("demo", tid)
         b.import_thread("demo", first)
         assert b.export_thread("demo", tid) == first

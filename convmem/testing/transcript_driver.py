@@ -1,0 +1,186 @@
+"""The typed driver ``TranscriptStoreSpec`` calls a store through, and the suite's helpers.
+
+``await api(store.append, tenant, thread_id, message)`` calls ``store.append`` in a
+worker thread (sync mode, as a sync web app would) or awaits ``store.aappend`` on the
+event loop (async mode, under blockbuster, so a blocking call in an ``a*`` method
+fails). The arguments are checked by mypy against the sync method's signature; the
+twin has the same one (``tests/transcript/test_store_twins.py`` pins that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Any, Literal, ParamSpec, TypeVar
+
+from convmem.transcript import (
+    AttachmentPart,
+    ModelInput,
+    NewMessage,
+    RetentionPolicy,
+    TextPart,
+    TranscriptStore,
+)
+
+Mode = Literal["sync", "async"]
+MODES: tuple[Mode, ...] = ("sync", "async")
+P = ParamSpec("P")
+T = TypeVar("T")
+
+FOREVER = RetentionPolicy(max_age=None, owner="convmem-tests")
+
+
+class Clock:
+    """A settable clock (sweeps are tested without sleeping)."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class TranscriptDriver:
+    """Calls one store through its sync methods (in a worker thread) or their ``a`` twins."""
+
+    def __init__(self, store: TranscriptStore, mode: Mode) -> None:
+        self.store = store
+        self.mode = mode
+
+    async def __call__(self, method: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``method`` (a sync method of ``self.store``), or its async twin, with these
+        arguments."""
+        if getattr(method, "__self__", None) is not self.store:
+            raise TypeError(f"{method!r} is not a method of the store under test")
+        if self.mode == "sync":
+            return await asyncio.to_thread(method, *args, **kwargs)
+        twin: Callable[P, Awaitable[T]] = getattr(self.store, "a" + method.__name__)
+        assert inspect.iscoroutinefunction(twin), twin
+        return await twin(*args, **kwargs)
+
+    @property
+    def engine_events(self) -> Any:
+        """The engine whose events see this mode's statements."""
+        return self.store.engine if self.mode == "sync" else self.store.async_engine.sync_engine
+
+    async def close(self) -> None:
+        """Dispose of the pools (the async one on this loop)."""
+        if self.mode == "async":
+            await self.store.async_engine.dispose()
+        await asyncio.to_thread(self.store.engine.dispose)
+
+
+Call = tuple[str, tuple[Any, ...], dict[str, Any]]
+
+
+class Api:
+    """For sync test code (property tests, restarts): calls ``store.x`` (sync mode), or runs
+    ``store.ax`` on a loop of its own (async mode). The conformance suite uses the typed
+    ``TranscriptDriver`` instead."""
+
+    def __init__(self, store: TranscriptStore, mode: str) -> None:
+        self.store = store
+        self.mode = mode
+        self.loop = asyncio.new_event_loop() if mode == "async" else None
+
+    def run(self, coro: Any) -> Any:
+        """Run a coroutine on this API's loop."""
+        assert self.loop is not None
+        return self.loop.run_until_complete(coro)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if self.loop is None:
+            fn: Callable[..., Any] = getattr(self.store, name)
+            return fn
+        afn = getattr(self.store, "a" + name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self.run(afn(*args, **kwargs))
+
+        return call
+
+    def concurrently(self, calls: list[Call]) -> list[Any]:
+        """Run many calls at once: threads in sync mode, ``gather`` in async mode."""
+        if self.loop is None:
+            with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+                futures = [pool.submit(getattr(self.store, n), *a, **k) for n, a, k in calls]
+                return [f.result() for f in futures]
+
+        async def all_at_once() -> list[Any]:
+            return list(
+                await asyncio.gather(*(getattr(self.store, "a" + n)(*a, **k) for n, a, k in calls))
+            )
+
+        return list(self.run(all_at_once()))
+
+    def close(self) -> None:
+        """Dispose of pools (the async one on its own loop)."""
+        if self.loop is not None:
+            self.run(self.store.async_engine.dispose())
+            self.loop.close()
+        self.store.engine.dispose()
+
+
+def user(text: str, **kw: Any) -> NewMessage:
+    """A user message."""
+    return NewMessage(role="user", content=text, **kw)
+
+
+def bot(text: str, **kw: Any) -> NewMessage:
+    """An assistant message."""
+    return NewMessage(role="assistant", content=text, **kw)
+
+
+def sha256(data: bytes) -> str:
+    """An attachment's digest."""
+    return hashlib.sha256(data).hexdigest()
+
+
+async def build_rich_thread(api: TranscriptDriver, tenant: str) -> str:
+    """A thread using every part of the record: branches, a turn with an attachment and a
+    system prompt, a regeneration, a derived memory, a redaction, an archive mark."""
+    s = api.store
+    th = await api(
+        s.create_thread, tenant, key="rich", title="Rich", metadata={"x": [1, 2.5, None]}
+    )
+    q, a = await api(s.append, tenant, th.id, [user("héllo ✓"), bot("hi")])
+    await api(s.edit, tenant, th.id, q.id, "hello again")
+    pdf = AttachmentPart(media_type="application/pdf", name="r.pdf", data=bytes(range(256)))
+    tr = await api(
+        s.begin_turn_record,
+        tenant,
+        th.id,
+        NewMessage(role="user", content=[TextPart("see file"), pdf], extra={"k": {"v": 1}}),
+        ModelInput(rendered_block="block", state_snapshot={"s": 1}, system_prompt="sys"),
+    )
+    out = await api(s.complete_turn, tenant, th.id, tr.turn_id, [bot("seen")])
+    await api(s.regenerate, tenant, th.id, out[-1].id, "seen it")
+    await api(s.add_derived, tenant, th.id, "fact", "likes files", [tr.user_message.id])
+    await api(s.redact, tenant, th.id, a.id, actor="ops", reason="test")
+    await api(s.archive_through, tenant, th.id, 2)
+    return str(th.id)
+
+
+def rich_thread(store: TranscriptStore, tenant: str) -> str:
+    """``build_rich_thread`` through the sync methods, from sync code."""
+    return asyncio.run(build_rich_thread(TranscriptDriver(store, "sync"), tenant))
+
+
+__all__ = [
+    "FOREVER",
+    "MODES",
+    "Api",
+    "Call",
+    "Clock",
+    "Mode",
+    "TranscriptDriver",
+    "bot",
+    "build_rich_thread",
+    "rich_thread",
+    "sha256",
+    "user",
+]

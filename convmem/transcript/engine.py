@@ -1,0 +1,430 @@
+"""What ``TranscriptStore``'s twins run on: engines, one transaction per operation, two drivers.
+
+Every operation lives once in ``convmem.transcript.ops`` as a generator of statements;
+``_run`` drives it on a sync connection, ``_arun`` on an async one (aiosqlite /
+psycopg 3 async), each in one transaction, so the twins share every statement and
+decision and only the I/O differs. The public twins themselves are written once
+(``convmem.transcript._async_store``, the sync half generated from it); this module
+holds what genuinely differs between sync and async: connecting, the drivers, file
+I/O off the event loop, and erasing residue after a redaction or deletion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import os
+import tempfile
+import weakref
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, BinaryIO, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+from sqlalchemy.util import greenlet_spawn
+
+from convmem.errors import ConfigError, TranscriptUnavailable
+from convmem.tokens import encoding
+from convmem.transcript import ops
+from convmem.transcript.errors import ImportRefused
+from convmem.transcript.models import CONTENT_TABLES
+from convmem.transcript.pool import drop_hung_up_connections
+from convmem.transcript.records import (
+    Message,
+    NewMessage,
+    Part,
+    RetentionPolicy,
+)
+
+log = logging.getLogger("convmem.transcript")
+T = TypeVar("T")
+Progress = Callable[[int, int], None]
+_UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
+Content = str | Sequence[Part]
+_VERSION_TABLE = "convmem_alembic_version"  # convmem.transcript.migrate.VERSION_TABLE
+
+
+ImportSource = str | bytes | Mapping[str, Any] | BinaryIO | os.PathLike[str]
+
+
+def _open_source(data: ImportSource) -> tuple[BinaryIO, bool]:
+    """The document as a seekable binary stream, and whether it is ours to close."""
+    if isinstance(data, Mapping):
+        try:
+            text = json.dumps(dict(data), ensure_ascii=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ImportRefused("$", f"is not JSON data: {exc}") from None
+        return io.BytesIO(text.encode("ascii")), True
+    if isinstance(data, str):
+        return io.BytesIO(data.encode("utf-8", "surrogatepass")), True
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return io.BytesIO(bytes(data)), True
+    if isinstance(data, os.PathLike):
+        try:
+            return open(data, "rb"), True
+        except OSError as exc:
+            raise ConfigError(f"import_thread: cannot read {os.fspath(data)!r}: {exc}") from exc
+    if hasattr(data, "read"):
+        if data.seekable():
+            return data, False
+        spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the caller
+        while chunk := data.read(1 << 20):
+            spool.write(chunk)
+        spool.seek(0)
+        return spool, True  # type: ignore[return-value]
+    raise ConfigError(
+        "import_thread: data must be the document as text, bytes, a mapping, a binary "
+        f"stream or a path; got {type(data).__name__}"
+    )
+
+
+def _needs_thread(data: ImportSource) -> bool:
+    """Opening ``data`` touches the disk (a path, a stream to spool)."""
+    return isinstance(data, os.PathLike) or (
+        hasattr(data, "read") and not isinstance(data, io.BytesIO)
+    )
+
+
+def collided(exc: sa.exc.IntegrityError) -> ImportRefused:
+    """A unique key taken by a writer between validation and writing."""
+    return ImportRefused("$", f"collides with rows written meanwhile ({exc.orig})")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _urls(url: sa.URL) -> tuple[sa.URL, sa.URL]:
+    """(sync URL, async URL) for a user-given URL."""
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        if url.database in (None, "", ":memory:"):
+            raise ConfigError(
+                "TranscriptStore: SQLite needs a file (sqlite:///path.db); an in-memory "
+                "database is not shared between the sync and async engines"
+            )
+        return url.set(drivername="sqlite+pysqlite"), url.set(drivername="sqlite+aiosqlite")
+    if backend in ("postgresql", "postgres"):
+        pg = url.set(drivername="postgresql+psycopg")
+        return pg, pg
+    raise ConfigError(f"TranscriptStore: unsupported database {backend!r} (sqlite or postgresql)")
+
+
+def _sqlite_setup(engine: sa.Engine) -> None:
+    """WAL, secure_delete, foreign keys, busy timeout; explicit BEGIN (IMMEDIATE for writes)."""
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        for pragma in (
+            "PRAGMA journal_mode=WAL",
+            "PRAGMA secure_delete=ON",
+            "PRAGMA foreign_keys=ON",
+            "PRAGMA busy_timeout=30000",
+            "PRAGMA synchronous=NORMAL",
+        ):
+            cur.execute(pragma)
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: sa.Connection) -> None:
+        write = conn.get_execution_options().get("convmem_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+_FILE_IO = (ops.Read, ops.Rewind, ops.Write)
+
+
+def _file_io(step: ops.Read | ops.Rewind | ops.Write) -> Any:
+    """A document read or write an operation asked for (import / export)."""
+    if isinstance(step, ops.Read):
+        return step.source.read(step.size)
+    if isinstance(step, ops.Rewind):
+        step.source.seek(0)
+        return None
+    step.sink.write(step.data)
+    return None
+
+
+async def _afile_io(step: ops.Read | ops.Rewind | ops.Write) -> Any:
+    """``_file_io`` off the event loop, unless the stream is in memory."""
+    stream = step.sink if isinstance(step, ops.Write) else step.source
+    if isinstance(stream, io.BytesIO):
+        return _file_io(step)
+    return await asyncio.to_thread(_file_io, step)
+
+
+def _execute(execute: Callable[..., T], step: ops.Step) -> T:
+    if isinstance(step, _FILE_IO):
+        return _file_io(step)  # type: ignore[no-any-return]
+    if isinstance(step, ops.Alone):
+        return execute(step.statement, step.params)
+    return execute(*step) if isinstance(step, tuple) else execute(step)
+
+
+def _after_alone(op: ops.Op[Any]) -> None:
+    op.close()
+    raise RuntimeError("an operation yielded a statement after its Alone step")
+
+
+def _drive(execute: Callable[..., Any], op: ops.Op[T], step: ops.Step, alone: bool) -> T:
+    """Run a statement generator, whose first step is ``step``, with a synchronous ``execute``."""
+    try:
+        while True:
+            step = op.send(_execute(execute, step))
+            if alone:
+                _after_alone(op)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        op.close()
+
+
+async def _adrive(
+    execute: Callable[..., Coroutine[Any, Any, Any]], op: ops.Op[T], step: ops.Step, alone: bool
+) -> T:
+    """Run a statement generator, whose first step is ``step``, with an awaitable ``execute``."""
+    try:
+        while True:
+            result = await _afile_io(step) if isinstance(step, _FILE_IO) else await _execute(
+                execute, step
+            )
+            step = op.send(result)
+            if alone:
+                _after_alone(op)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        op.close()
+
+
+class StoreEngine:
+    """The engines and transactions of a ``TranscriptStore`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        url_or_engine: str | sa.URL | sa.Engine | AsyncEngine,
+        *,
+        retention: RetentionPolicy,
+        clock: Callable[[], datetime] = _utcnow,
+        pool_size: int = 5,
+        max_overflow: int = 20,
+    ) -> None:
+        if not isinstance(retention, RetentionPolicy):
+            raise ConfigError("TranscriptStore: retention must be a RetentionPolicy")
+        given_sync = url_or_engine if isinstance(url_or_engine, sa.Engine) else None
+        given_async = url_or_engine if isinstance(url_or_engine, AsyncEngine) else None
+        url: sa.URL
+        if given_sync is not None:
+            url = given_sync.url
+        elif given_async is not None:
+            url = given_async.url
+        else:
+            url = sa.make_url(url_or_engine)  # type: ignore[arg-type]
+        sync_url, async_url = _urls(url)
+        pool = {"pool_size": pool_size, "max_overflow": max_overflow, "pool_pre_ping": False}
+        self.engine: sa.Engine = given_sync or sa.create_engine(sync_url, **pool)
+        self.async_engine: AsyncEngine = given_async or create_async_engine(async_url, **pool)
+        self.dialect = self.engine.dialect.name
+        if self.dialect == "sqlite":
+            _sqlite_setup(self.engine)
+            _sqlite_setup(self.async_engine.sync_engine)
+        else:  # a restarted server: replace dead pooled connections, no ping per call
+            drop_hung_up_connections(self.engine)
+            drop_hung_up_connections(self.async_engine.sync_engine)
+        self.retention = retention
+        self._ctx = ops.Ctx(dialect=self.dialect, clock=clock, retention=retention)
+        # every loop but the pool's own shares one unpooled engine (see ``_aengine``)
+        self._unpooled: AsyncEngine = create_async_engine(self.async_engine.url, poolclass=NullPool)
+        if self.dialect == "sqlite":
+            _sqlite_setup(self._unpooled.sync_engine)
+        self._pool_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+
+    # ------------------------------------------------------------ plumbing
+
+    def _alone(self, step: ops.Step) -> bool:
+        """Run this first step without BEGIN/COMMIT (PostgreSQL; SQLite keeps its lock)."""
+        return isinstance(step, ops.Alone) and self.dialect == "postgresql"
+
+    def _run(self, op: ops.Op[T], *, write: bool = False, snapshot: bool = False) -> T:
+        """Run ``op`` in one transaction (``snapshot``: every read of it sees one moment,
+        REPEATABLE READ on PostgreSQL; SQLite's read transactions always do)."""
+        try:
+            step = next(op)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        try:
+            with self.engine.connect() as conn:
+                if self._alone(step):
+                    conn.execution_options(isolation_level="AUTOCOMMIT")
+                    return _drive(conn.execute, op, step, alone=True)
+                if write:
+                    conn.execution_options(convmem_write=True)
+                if snapshot and self.dialect == "postgresql":
+                    conn.execution_options(isolation_level="REPEATABLE READ")
+                with conn.begin():
+                    return _drive(conn.execute, op, step, alone=False)
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+
+    async def _aengine(self) -> AsyncEngine:
+        """The async engine for the running event loop.
+
+        A pooled async engine belongs to one event loop (its pool's queue binds to
+        the loop that first waits on it), yet callers such as LlamaIndex's sync
+        wrappers run each call on a fresh loop in another thread. So the pool serves
+        one loop at a time: the first loop to ask, or the next one after that loop
+        has closed (the pool is then disposed and rebuilt, its idle connections
+        closed). Any other loop uses an unpooled engine, which keeps no connection
+        and no loop-bound state between calls.
+        """
+        loop = asyncio.get_running_loop()
+        owner = self._pool_loop() if self._pool_loop is not None else None
+        if owner is loop:
+            return self.async_engine
+        if owner is None or owner.is_closed():
+            first = self._pool_loop is None
+            self._pool_loop = weakref.ref(loop)
+            if not first:
+                # swap in a fresh pool before awaiting anything, so every coroutine of
+                # this loop gets it; then close the old pool's idle connections
+                sync_engine = self.async_engine.sync_engine
+                old = sync_engine.pool
+                sync_engine.pool = old.recreate()
+                await greenlet_spawn(old.dispose)
+            return self.async_engine
+        return self._unpooled
+
+    async def _arun(self, op: ops.Op[T], *, write: bool = False, snapshot: bool = False) -> T:
+        try:
+            step = next(op)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        try:
+            async with (await self._aengine()).connect() as conn:
+                if self._alone(step):
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    return await _adrive(conn.execute, op, step, alone=True)
+                if write:
+                    await conn.execution_options(convmem_write=True)
+                if snapshot and self.dialect == "postgresql":
+                    await conn.execution_options(isolation_level="REPEATABLE READ")
+                async with conn.begin():
+                    return await _adrive(conn.execute, op, step, alone=False)
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+
+    def _erase_residue(self) -> None:
+        """After content left: checkpoint SQLite's WAL / vacuum PostgreSQL's tables."""
+        if self.dialect == "sqlite":
+            raw = self.engine.raw_connection()
+            try:
+                cur = raw.cursor()
+                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                cur.close()
+            finally:
+                raw.close()
+        else:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                conn.exec_driver_sql("VACUUM " + ", ".join(CONTENT_TABLES))
+
+    async def _aerase_residue(self) -> None:
+        if self.dialect == "sqlite":
+            async with (await self._aengine()).connect() as conn:
+                raw = await conn.get_raw_connection()
+                driver = raw.driver_connection
+                assert driver is not None
+                await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            async with (await self._aengine()).connect() as conn:
+                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await conn.exec_driver_sql("VACUUM " + ", ".join(CONTENT_TABLES))
+
+    # ------------------------------------------------------------ schema
+
+    def migrate(self, revision: str = "head") -> None:
+        """Create or upgrade the schema with the shipped Alembic revisions.
+
+        Alembic is imported here, not with the store: only migrations need it.
+        """
+        from convmem.transcript import migrate as _migrate
+
+        try:
+            _migrate.upgrade(self.engine, revision)
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+
+    def has_schema(self) -> bool:
+        """Whether the database was ever migrated (a cheap check, no Alembic)."""
+        try:
+            with self.engine.connect() as conn:
+                return sa.inspect(conn).has_table(_VERSION_TABLE)
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+
+    def close(self) -> None:
+        """Dispose of the sync pool (``aclose`` for the async one)."""
+        self.engine.dispose()
+
+    async def aclose(self) -> None:
+        """Dispose of both pools."""
+        await self.async_engine.dispose()
+        await self._unpooled.dispose()
+        self.engine.dispose()
+
+    # ------------------------------------------------------------ what the twins call
+
+    def _load_tokenizer(self) -> None:
+        """The renderer's tokenizer, read before a redaction needs it."""
+        encoding()
+
+    async def _aload_tokenizer(self) -> None:
+        await asyncio.to_thread(encoding)  # read off the loop, once
+
+    def _open_document(self, data: ImportSource) -> tuple[BinaryIO, bool]:
+        """An import document as a seekable binary stream, and whether it is ours to close."""
+        return _open_source(data)
+
+    async def _aopen_document(self, data: ImportSource) -> tuple[BinaryIO, bool]:
+        if _needs_thread(data):
+            return await asyncio.to_thread(_open_source, data)
+        return _open_source(data)
+
+    def _close_document(self, source: BinaryIO, owned: bool) -> None:
+        if owned:
+            source.close()
+
+    async def _aclose_document(self, source: BinaryIO, owned: bool) -> None:
+        if owned:
+            if isinstance(source, io.BytesIO):
+                source.close()
+            else:
+                await asyncio.to_thread(source.close)
+
+    @staticmethod
+    def _editor(content: Content, author: str | None) -> Callable[[Message], NewMessage]:
+        def make(old: Message) -> NewMessage:
+            return NewMessage(
+                role=old.role,
+                content=content,
+                author=author if author is not None else old.author,
+                visibility=old.visibility,
+            )
+
+        return make
+
+    @staticmethod
+    def _regenerator(answer: NewMessage | Content) -> Callable[[Message], NewMessage]:
+        def make(old: Message) -> NewMessage:
+            if isinstance(answer, NewMessage):
+                return answer
+            return NewMessage(role="assistant", content=answer, author=old.author)
+
+        return make
