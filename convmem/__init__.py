@@ -12,8 +12,9 @@ Every name below is imported on first use (PEP 562), so ``import convmem`` and t
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from convmem._lazy import lazy_names
 
 # ``render`` is also a submodule's name: importing ``convmem.render`` (session does)
 # would rebind ``convmem.render`` to the module, so the function is bound eagerly.
@@ -148,14 +149,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'convmem' has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOME, __all__)

@@ -18,8 +18,9 @@ with ``afind``. Every name below is imported on first use (PEP 562), so importin
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from convmem._lazy import lazy_names
 
 if TYPE_CHECKING:
     from convmem.resolve.cues import TOPIC_FREE_WORDS
@@ -54,14 +55,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(
+    __name__, {name: "." + home for name, home in _HOME.items()}, __all__
+)

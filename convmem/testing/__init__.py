@@ -9,8 +9,9 @@ session-state backend does not import SQLAlchemy.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from convmem._lazy import lazy_names
 
 if TYPE_CHECKING:
     from convmem.testing.state_store_spec import SessionStateStoreSpec
@@ -24,13 +25,6 @@ _HOME = {
 __all__ = ["SessionStateStoreSpec", "TranscriptStoreSpec"]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(
+    __name__, {name: "." + home for name, home in _HOME.items()}, __all__
+)

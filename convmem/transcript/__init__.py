@@ -10,8 +10,9 @@ parser without importing SQLAlchemy, and the records without the store.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from convmem._lazy import lazy_names
 
 if TYPE_CHECKING:
     from convmem.transcript.document import ImportLimits
@@ -88,13 +89,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{_HOME.get(name, 'records')}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(
+    __name__, {name: "." + _HOME.get(name, "records") for name in __all__}, __all__
+)
