@@ -1,6 +1,6 @@
 """``SessionMemoryMiddleware``: the session block instead of the replayed history.
 
-The agent keeps checkpointing every message as before; this middleware only changes
+By default the agent keeps checkpointing every message as before; this middleware only changes
 what the *model* is sent, through ``request.override``: the system prompt with the
 rendered session block appended, then the current turn (the user's question, the
 rewrite when ``rewrite=True`` (the default) or the turn answers a clarification
@@ -21,6 +21,14 @@ and settings) with ``record_model_input`` right before calling it — commit poi
 once per turn (a failing model leaves it); each tool call and result goes to the
 record through ``record_tool`` (with the tool call id) and ``after_agent``'s
 ``end_turn`` writes them with the answer — commit point 2.
+
+``checkpoint="bounded"`` (opt-in; the default ``"full"`` leaves the checkpoint alone)
+makes ``after_agent``, once ``end_turn`` has recorded the turn, replace the checkpointed
+``messages`` with the current turn's (``RemoveMessage(REMOVE_ALL_MESSAGES)`` then the
+turn, as LangChain's ``SummarizationMiddleware`` does): the model never needed the older
+turns, the record keeps them, and the checkpoint stops growing with the conversation.
+Nothing is trimmed mid-turn, so a tool's ``interrupt()`` resumes with the turn intact
+(``docs/agent-checkpoints.md``).
 """
 
 from __future__ import annotations
@@ -36,12 +44,14 @@ from langchain.agents.middleware import (
     hook_config,
 )
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langgraph.config import get_config
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
 from langchain_convmem._common import (
     TenantMemories,
@@ -60,6 +70,9 @@ from langchain_convmem.tool_results import command_results
 
 _ModelResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 
+#: What ``checkpoint=`` accepts: keep every message (LangGraph's default) or the current turn.
+CHECKPOINT_MODES = ("full", "bounded")
+
 
 class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Give the model system prompt + session block + current turn; keep the checkpoint whole.
@@ -70,12 +83,24 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     turn that answers a clarification sends the original question resolved to the
     chosen entity (``TurnContext.sent_question``), and the checkpointed
     ``HumanMessage`` keeps what the user typed.
+
+    ``checkpoint="full"`` (the default) leaves the checkpointed ``messages`` whole;
+    ``checkpoint="bounded"`` keeps only the last recorded turn in them (the record holds
+    the rest), so a checkpointer's per-turn writes stay flat.
     """
 
-    def __init__(self, memory: SessionMemory, *, rewrite: bool = True) -> None:
+    def __init__(
+        self, memory: SessionMemory, *, rewrite: bool = True, checkpoint: str = "full"
+    ) -> None:
         super().__init__()
+        if checkpoint not in CHECKPOINT_MODES:
+            raise ConfigError(
+                f"SessionMemoryMiddleware(checkpoint={checkpoint!r}): expected one of "
+                + ", ".join(repr(m) for m in CHECKPOINT_MODES)
+            )
         self._memories = TenantMemories(memory)
         self.rewrite = rewrite
+        self.checkpoint = checkpoint
         self.tools = []
 
     @property
@@ -190,23 +215,33 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     # ------------------------------------------------------------------ after_agent
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Close the turn with the final answer (a clarification's text included)."""
-        start = last_human_index(state["messages"])
+        """Close the turn with the final answer (a clarification's text included); in
+        bounded mode, then cut the checkpointed messages down to this turn."""
+        messages = state["messages"]
+        start = last_human_index(messages)
         if start is None:
             return None
         memory, thread = self._scope(get_config())
-        memory.end_turn(thread, answer=answer_text(state["messages"], start))
-        return None
+        memory.end_turn(thread, answer=answer_text(messages, start))
+        return self._bound(messages, start)
 
     async def aafter_agent(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        start = last_human_index(state["messages"])
+        messages = state["messages"]
+        start = last_human_index(messages)
         if start is None:
             return None
         memory, thread = self._scope(get_config())
-        await memory.aend_turn(thread, answer=answer_text(state["messages"], start))
-        return None
+        await memory.aend_turn(thread, answer=answer_text(messages, start))
+        return self._bound(messages, start)
+
+    def _bound(self, messages: Sequence[BaseMessage], start: int) -> dict[str, Any] | None:
+        """The state update that keeps only the turn starting at ``start`` (bounded mode,
+        and only when older messages are there to drop)."""
+        if self.checkpoint != "bounded" or start == 0:
+            return None
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages[start:]]}
 
     # ------------------------------------------------------------------ helpers
 
