@@ -277,7 +277,7 @@ def _load_package_data(domain: Domain) -> None:
 def block_for(state: SessionState) -> str:
     """The block for the model: during an open turn, the *earlier* questions only."""
     if state.open_turn is not None:
-        return render(state.evolve(recent_questions=state.open_turn.base.recent_questions))
+        return render(state, questions=state.open_turn.base.recent_questions)
     return render(state)
 
 

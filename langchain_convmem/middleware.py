@@ -8,7 +8,9 @@ rewrite when ``rewrite=True`` (the default) or the turn answers a clarification
 hooks map onto the façade's turn: ``before_model`` calls ``begin_turn`` on every step
 of the tool loop (idempotent per user message, keyed by the message id) and, when the
 turn is a clarification, answers with the clarifying ``AIMessage`` and ``jump_to:
-"end"`` so the model is never called; ``wrap_tool_call`` feeds each tool result to
+"end"`` so the model is never called, else hands its turn context to the model call
+right after it (``wrap_model_call`` begins the turn itself only when no
+``before_model`` did for this user message); ``wrap_tool_call`` feeds each tool result to
 ``record_tool`` (a tool returning several candidates turns the turn into a
 clarification, which the next ``before_model`` returns, again without a model call);
 ``after_agent`` calls ``end_turn`` with the final answer. Thread and tenant come from
@@ -102,6 +104,9 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.rewrite = rewrite
         self.checkpoint = checkpoint
         self.tools = []
+        # What before_model began, for the model call right after it (same step, same
+        # user message): (tenant, thread) -> (message id, question, turn context).
+        self._begun: dict[tuple[str, str], tuple[str | None, str, TurnContext]] = {}
 
     @property
     def memory(self) -> SessionMemory:
@@ -118,7 +123,7 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return None
         memory, thread = self._scope(get_config())
         started = memory.begin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
-        return _clarify(started)
+        return self._hand_over(memory, thread, turn, started)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(
@@ -129,7 +134,24 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return None
         memory, thread = self._scope(get_config())
         started = await memory.abegin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
-        return _clarify(started)
+        return self._hand_over(memory, thread, turn, started)
+
+    def _hand_over(
+        self, memory: SessionMemory, thread: str, turn: _Turn, started: Clarification | TurnContext
+    ) -> dict[str, Any] | None:
+        """A clarification ends the turn; a turn context waits for the model call."""
+        if isinstance(started, Clarification):
+            self._begun.pop((memory.tenant, thread), None)
+            return {"messages": [AIMessage(content=started.text)], "jump_to": "end"}
+        self._begun[(memory.tenant, thread)] = (turn[1], turn[0], started)
+        return None
+
+    def _taken_over(self, memory: SessionMemory, thread: str, turn: _Turn) -> TurnContext | None:
+        """The context ``before_model`` began for this model call (once), if it did."""
+        begun = self._begun.pop((memory.tenant, thread), None)
+        if begun is None or begun[0] != turn[1] or begun[1] != turn[0]:
+            return None
+        return begun[2]
 
     # ------------------------------------------------------------------ wrap_model_call
 
@@ -143,7 +165,8 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if turn is None:
             return handler(request)
         memory, thread = self._scope(get_config())
-        started = memory.begin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
+        started = self._taken_over(memory, thread, turn) or memory.begin_turn(
+            thread, turn[0], message_id=turn[1], full_text=turn[2])
         if isinstance(started, Clarification):
             return AIMessage(content=started.text)  # before_model normally caught it
         compact = self._compact(request, started)
@@ -160,7 +183,8 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if turn is None:
             return await handler(request)
         memory, thread = self._scope(get_config())
-        started = await memory.abegin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
+        started = self._taken_over(memory, thread, turn) or await memory.abegin_turn(
+            thread, turn[0], message_id=turn[1], full_text=turn[2])
         if isinstance(started, Clarification):
             return AIMessage(content=started.text)
         compact = self._compact(request, started)
@@ -222,6 +246,7 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if start is None:
             return None
         memory, thread = self._scope(get_config())
+        self._begun.pop((memory.tenant, thread), None)
         memory.end_turn(thread, answer=answer_text(messages, start))
         return self._bound(messages, start)
 
@@ -233,6 +258,7 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if start is None:
             return None
         memory, thread = self._scope(get_config())
+        self._begun.pop((memory.tenant, thread), None)
         await memory.aend_turn(thread, answer=answer_text(messages, start))
         return self._bound(messages, start)
 
@@ -249,7 +275,10 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return scope(self._memories, config, "thread_id", "SessionMemoryMiddleware")
 
 
-def _turn(messages: Sequence[BaseMessage]) -> tuple[str, str | None, str | None] | None:
+_Turn = tuple[str, str | None, str | None]
+
+
+def _turn(messages: Sequence[BaseMessage]) -> _Turn | None:
     """(question, message id, full text if cut) of the user message being answered."""
     start = last_human_index(messages)
     if start is None:
@@ -273,12 +302,6 @@ def _model_call(request: ModelRequest[Any], compact: ModelRequest[Any]) -> Model
         model=model_name(request.model),
         model_params=plain(params),
     )
-
-
-def _clarify(started: Clarification | TurnContext) -> dict[str, Any] | None:
-    if isinstance(started, Clarification):
-        return {"messages": [AIMessage(content=started.text)], "jump_to": "end"}
-    return None
 
 
 def _tool_config(request: ToolCallRequest) -> Mapping[str, Any]:
