@@ -96,25 +96,37 @@ class Meter:
         self.ns = 0
         self.redis_rows = 0
         self.redis_bytes = 0
+        self.calls: dict[str, int] = {}  # outermost calls this turn, by method
         self._lock = threading.Lock()
         self._active = 0
         self._since = 0
+        self._local = threading.local()  # inside a metered call, on this thread
 
     def reset(self) -> None:
         with self._lock:
             self.ns = self.redis_rows = self.redis_bytes = 0
+            self.calls = {}
             if self._active:  # a call still running from the last turn counts from here
                 self._since = time.perf_counter_ns()
 
-    def timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def timed(self, fn: Callable[..., Any], name: str = "") -> Callable[..., Any]:
+        label = name or getattr(fn, "__qualname__", repr(fn))
+        local = self._local
+
         def call(*args: Any, **kwargs: Any) -> Any:
             with self._lock:
                 if not self._active:
                     self._since = time.perf_counter_ns()
                 self._active += 1
+                if not getattr(local, "inside", False):
+                    self.calls[label] = self.calls.get(label, 0) + 1
+            outer = not getattr(local, "inside", False)
+            local.inside = True
             try:
                 return fn(*args, **kwargs)
             finally:
+                if outer:
+                    local.inside = False
                 with self._lock:
                     self._active -= 1
                     if not self._active:
@@ -266,6 +278,7 @@ class Row:
         self.meter = meter
         self.probe = probe
         self.config = {"configurable": {"thread_id": f"bench-{uuid.uuid4().hex[:8]}"}}
+        self.calls: dict[str, int] = {}  # the last turn's persistence calls, by method
 
     def turn(self, n: int) -> dict[str, float]:
         if self.probe is not None:
@@ -278,9 +291,10 @@ class Row:
             raise RuntimeError(f"row {self.key}: turn {n} ended without an answer")
         persist_ns = self.meter.ns
         rows, size, wal = self.probe.finish() if self.probe is not None else (0, 0, 0)
+        self.calls = dict(self.meter.calls)
         return {"persist_ms": persist_ns / 1e6, "turn_ms": wall / 1e6,
                 "rows": rows + self.meter.redis_rows, "bytes": size + self.meter.redis_bytes,
-                "wal_bytes": wal}
+                "wal_bytes": wal, "calls": sum(self.calls.values())}
 
 
 def _postgres_saver(stack: ExitStack, dsn: str, meter: Meter) -> Any:
@@ -366,21 +380,23 @@ def _probe(stack: ExitStack, dsn: str) -> PgProbe:
     return probe
 
 
-def one_run(turns: int, admin_dsn: str, redis_url: str, domain: Any,
-            errors: dict[str, str]) -> dict[str, list[dict[str, float]]]:
-    """Every row's per-turn figures for one conversation of ``turns`` turns."""
+def one_run(turns: int, admin_dsn: str, redis_url: str, domain: Any, errors: dict[str, str],
+            calls: dict[str, dict[str, int]]) -> dict[str, list[dict[str, float]]]:
+    """Every row's per-turn figures for one conversation of ``turns`` turns (``calls``:
+    each row's persistence calls on the last turn, by method)."""
     with ExitStack() as stack:
         rows = build_rows(stack, admin_dsn, redis_url, domain, errors)
         out: dict[str, list[dict[str, float]]] = {row.key: [] for row in rows}
         for n in range(1, turns + 1):
             for row in rows:
                 out[row.key].append(row.turn(n))
+        calls.update({row.key: row.calls for row in rows})
         return out
 
 
 # --------------------------------------------------------------------------- summary
 
-FIELDS = ("persist_ms", "bytes", "rows", "wal_bytes", "turn_ms")
+FIELDS = ("persist_ms", "bytes", "rows", "wal_bytes", "calls", "turn_ms")
 
 
 def summarise(runs: list[dict[str, list[dict[str, float]]]], marks: tuple[int, ...]
@@ -396,13 +412,17 @@ def summarise(runs: list[dict[str, list[dict[str, float]]]], marks: tuple[int, .
         }
         ratios = {}
         for f in ("persist_ms", "bytes", "wal_bytes"):
-            values = []
+            values, late = [], []
             for r in runs:
                 early = statistics.median(t[f] for t in r[key][1:5])
                 if early:
                     values.append(r[key][last - 1][f] / early)
+                    late.append(statistics.median(t[f] for t in r[key][last - 5:]) / early)
             ratios[f"{f}_turn{last}_over_turns2_5"] = (
                 round(statistics.median(values), 3) if values else None)
+            # the same with the last five turns' median: less at the mercy of one sample
+            ratios[f"{f}_last5_over_turns2_5"] = (
+                round(statistics.median(late), 3) if late else None)
         total = statistics.median(sum(t["bytes"] for t in r[key]) for r in runs)
         out[key] = {"name": ROWS[key], "turns": per_mark, **ratios,
                     "bytes_whole_conversation": int(total)}
@@ -462,22 +482,30 @@ def _print(result: dict[str, Any]) -> None:
     marks = result["marks"]
     last = marks[-1]
     print(f"{'row':<44}{'turn':>5}{'persist ms':>12}{'bytes':>11}{'rows':>6}"
-          f"{'WAL bytes':>11}{'turn ms':>9}")
+          f"{'WAL bytes':>11}{'calls':>6}{'turn ms':>9}")
     for row in result["rows"].values():
         for m in marks:
             t = row["turns"][str(m)]
             label = row["name"] if m == marks[0] else ""
             print(f"{label:<44}{m:>5}{t['persist_ms']:>12.3f}{int(t['bytes']):>11,}"
-                  f"{int(t['rows']):>6}{int(t['wal_bytes']):>11,}{t['turn_ms']:>9.2f}")
+                  f"{int(t['rows']):>6}{int(t['wal_bytes']):>11,}{int(t['calls']):>6}"
+                  f"{t['turn_ms']:>9.2f}")
     for key, error in result["errors"].items():
         print(f"{ROWS[key]:<44}  not run: {error}")
-    print(f"\nturn {last} / median of turns 2-5 (medians of {result['runs']} runs)")
-    print(f"{'row':<44}{'persist ms':>11}{'bytes':>8}{'WAL':>8}{'bytes, whole conv.':>20}")
+    print(f"\nturn {last} / median of turns 2-5, and (in brackets) median of turns "
+          f"{last - 4}-{last} / median of turns 2-5; medians of {result['runs']} runs")
+    print(f"{'row':<44}{'persist ms':>14}{'bytes':>14}{'WAL':>14}{'bytes, whole conv.':>20}")
     for row in result["rows"].values():
-        cells = [row[f"{f}_turn{last}_over_turns2_5"] for f in ("persist_ms", "bytes", "wal_bytes")]
-        text = ["-" if c is None else f"{c:.2f}" for c in cells]
-        print(f"{row['name']:<44}{text[0]:>11}{text[1]:>8}{text[2]:>8}"
+        text = []
+        for f in ("persist_ms", "bytes", "wal_bytes"):
+            one, late = row[f"{f}_turn{last}_over_turns2_5"], row[f"{f}_last5_over_turns2_5"]
+            text.append("-" if one is None else f"{one:.2f} ({late:.2f})")
+        print(f"{row['name']:<44}{text[0]:>14}{text[1]:>14}{text[2]:>14}"
               f"{row['bytes_whole_conversation']:>20,}")
+    print("\npersistence calls on the last turn, by method")
+    for key, found in result["calls_last_turn"].items():
+        listed = ", ".join(f"{name.rsplit('.', 1)[-1]} {n}" for name, n in sorted(found.items()))
+        print(f"  {ROWS[key]:<44} {listed or '-'}")
     print("\ntargets")
     for name, t in result["targets"].items():
         print(f"  {name:<28} {t['ratio']} (target <= {t['target']}): "
@@ -510,10 +538,12 @@ def main() -> int:
     redis_url = os.environ.get("REDIS_URL") or DEFAULT_REDIS
     domain = crm_domain()
     errors: dict[str, str] = {}
-    per_run = [one_run(turns, admin, redis_url, domain, errors) for _ in range(runs)]
+    calls: dict[str, dict[str, int]] = {}
+    per_run = [one_run(turns, admin, redis_url, domain, errors, calls) for _ in range(runs)]
     rows = summarise(per_run, marks)
     result = {
         "turns": turns, "runs": runs, "marks": list(marks), "rows": rows, "errors": errors,
+        "calls_last_turn": calls,
         "targets": targets(rows, turns),
         "cpu": middleware_cpu(args.cpu_runs or (1 if args.smoke else 6), turns, domain),
     }
