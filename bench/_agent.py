@@ -18,7 +18,13 @@ from functools import cache
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+    hook_config,
+)
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -103,12 +109,15 @@ class TurnModel(BaseChatModel):
 
 
 class NoopMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
-    """The hooks ``SessionMemoryMiddleware`` implements, each passing straight through:
-    LangGraph's cost of having those hooks, without convmem's work in them."""
+    """The hooks ``SessionMemoryMiddleware`` implements, each passing straight through
+    (``before_model`` may jump to the end, as ours may): LangGraph's cost of having
+    those hooks, without convmem's work in them."""
 
+    @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         return None
 
+    @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         return None
 
