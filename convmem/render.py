@@ -104,22 +104,28 @@ def _entity(f: Focus) -> str:
     )
 
 
-def _slot_lines(state: SessionState, salient: int) -> list[str]:
+#: What the block depends on, hashable: focus, other entities, (filter, value) pairs in
+#: name order, answer format, the questions shown.
+_Key = tuple[Focus | None, tuple[Focus, ...], tuple[tuple[str, str], ...], str | None,
+             tuple[str, ...]]
+
+
+def _slot_lines(key: _Key, salient: int) -> list[str]:
     """The slot lines with the first ``salient`` other entities."""
+    focus, others, filters, format_, _ = key
     lines: list[str] = []
-    f = state.focus
-    if f is not None:
-        lines.append(f"Currently discussing: {_entity(f)}")
+    if focus is not None:
+        lines.append(f"Currently discussing: {_entity(focus)}")
         if salient > 0:  # spec §10: one line, most recent first
-            lines.append(SALIENT_PREFIX + "; ".join(_entity(s) for s in state.salient[:salient]))
-    if state.filters:
+            lines.append(SALIENT_PREFIX + "; ".join(_entity(s) for s in others[:salient]))
+    if filters:
         parts = [
-            f"{inert(k, max_tokens=NAME_TOKENS)}={inert(v.value, max_tokens=VALUE_TOKENS)}"
-            for k, v in sorted(state.filters.items())
+            f"{inert(k, max_tokens=NAME_TOKENS)}={inert(v, max_tokens=VALUE_TOKENS)}"
+            for k, v in filters
         ]
         lines.append("Filters in effect: " + ", ".join(parts))
-    if state.format is not None:
-        lines.append(f"Answer style requested: {state.format}")
+    if format_ is not None:
+        lines.append(f"Answer style requested: {format_}")
     return lines
 
 
@@ -127,14 +133,14 @@ def _fits(lines: list[str], budget: int) -> bool:
     return count_tokens("\n".join([HEADER, *lines])) <= budget
 
 
-def _slots(state: SessionState) -> list[str]:
+def _slots(key: _Key) -> list[str]:
     """Slot lines within ``SLOT_BUDGET``: the oldest other entity is given up first (§10),
     then trailing filters, then whole lines."""
-    n = len(state.salient)
-    lines = _slot_lines(state, n)
+    n = len(key[1])
+    lines = _slot_lines(key, n)
     while n > 0 and not _fits(lines, SLOT_BUDGET):
         n -= 1
-        lines = _slot_lines(state, n)
+        lines = _slot_lines(key, n)
     return _fit(lines, SLOT_BUDGET)
 
 
@@ -149,10 +155,22 @@ def _fit(lines: list[str], budget: int) -> list[str]:
     return lines
 
 
-def render(state: SessionState) -> str:
-    """The fenced session block (the seed's ``renderState``); ``""`` for an empty state."""
-    lines = _slots(state)
-    questions = [inert(q, max_tokens=QUESTION_TOKENS) for q in state.recent_questions[-3:]]
+def render(state: SessionState, *, questions: tuple[str, ...] | None = None) -> str:
+    """The fenced session block (the seed's ``renderState``); ``""`` for an empty state.
+
+    ``questions`` stands in for ``state.recent_questions`` (an open turn shows the
+    earlier ones). The block depends on a few fields only, and an agent's turn renders
+    the same state on every step of its tool loop: the last blocks are kept by those
+    fields (tokenizing them is most of the cost)."""
+    asked = state.recent_questions if questions is None else questions
+    filters = tuple((k, v.value) for k, v in sorted(state.filters.items()))
+    return _render((state.focus, state.salient, filters, state.format, asked[-3:]))
+
+
+@lru_cache(maxsize=128)
+def _render(key: _Key) -> str:
+    lines = _slots(key)
+    questions = [inert(q, max_tokens=QUESTION_TOKENS) for q in key[4]]
     while questions:
         candidate = [*lines, "Earlier in this session: " + "; ".join(f'"{q}"' for q in questions)]
         if count_tokens("\n".join([HEADER, *candidate])) <= BLOCK_BUDGET:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from typing import Any, Literal
 
 import orjson
@@ -260,7 +261,21 @@ def encode_state(state: SessionState) -> bytes:
 
 
 def decode_state(raw: bytes | str) -> SessionState:
-    """Decode a stored value; oversized, malformed or foreign input is ``CorruptState``."""
+    """Decode a stored value; oversized, malformed or foreign input is ``CorruptState``.
+
+    A turn loads the same stored bytes several times (every step of an agent's tool
+    loop): the last few decodings are kept by their bytes (states are immutable)."""
+    if isinstance(raw, bytes) and len(raw) <= MAX_STATE_BYTES:
+        return _decode_bytes(raw)
+    return _decode(raw)
+
+
+@lru_cache(maxsize=32)
+def _decode_bytes(raw: bytes) -> SessionState:
+    return _decode(raw)
+
+
+def _decode(raw: bytes | str) -> SessionState:
     if len(raw) > MAX_STATE_BYTES:
         raise CorruptState(f"session state is {len(raw)} bytes, over the {MAX_STATE_BYTES} limit")
     try:

@@ -1,6 +1,6 @@
 """``SessionMemoryMiddleware``: the session block instead of the replayed history.
 
-The agent keeps checkpointing every message as before; this middleware only changes
+By default the agent keeps checkpointing every message as before; this middleware only changes
 what the *model* is sent, through ``request.override``: the system prompt with the
 rendered session block appended, then the current turn (the user's question, the
 rewrite when ``rewrite=True`` (the default) or the turn answers a clarification
@@ -8,7 +8,9 @@ rewrite when ``rewrite=True`` (the default) or the turn answers a clarification
 hooks map onto the façade's turn: ``before_model`` calls ``begin_turn`` on every step
 of the tool loop (idempotent per user message, keyed by the message id) and, when the
 turn is a clarification, answers with the clarifying ``AIMessage`` and ``jump_to:
-"end"`` so the model is never called; ``wrap_tool_call`` feeds each tool result to
+"end"`` so the model is never called, else hands its turn context to the model call
+right after it (``wrap_model_call`` begins the turn itself only when no
+``before_model`` did for this user message); ``wrap_tool_call`` feeds each tool result to
 ``record_tool`` (a tool returning several candidates turns the turn into a
 clarification, which the next ``before_model`` returns, again without a model call);
 ``after_agent`` calls ``end_turn`` with the final answer. Thread and tenant come from
@@ -21,6 +23,14 @@ and settings) with ``record_model_input`` right before calling it — commit poi
 once per turn (a failing model leaves it); each tool call and result goes to the
 record through ``record_tool`` (with the tool call id) and ``after_agent``'s
 ``end_turn`` writes them with the answer — commit point 2.
+
+``checkpoint="bounded"`` (opt-in; the default ``"full"`` leaves the checkpoint alone)
+makes ``after_agent``, once ``end_turn`` has recorded the turn, replace the checkpointed
+``messages`` with the current turn's (``RemoveMessage(REMOVE_ALL_MESSAGES)`` then the
+turn, as LangChain's ``SummarizationMiddleware`` does): the model never needed the older
+turns, the record keeps them, and the checkpoint stops growing with the conversation.
+Nothing is trimmed mid-turn, so a tool's ``interrupt()`` resumes with the turn intact
+(``docs/agent-checkpoints.md``).
 """
 
 from __future__ import annotations
@@ -36,12 +46,14 @@ from langchain.agents.middleware import (
     hook_config,
 )
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langgraph.config import get_config
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
 from langchain_convmem._common import (
     TenantMemories,
@@ -60,6 +72,9 @@ from langchain_convmem.tool_results import command_results
 
 _ModelResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 
+#: What ``checkpoint=`` accepts: keep every message (LangGraph's default) or the current turn.
+CHECKPOINT_MODES = ("full", "bounded")
+
 
 class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Give the model system prompt + session block + current turn; keep the checkpoint whole.
@@ -70,13 +85,28 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     turn that answers a clarification sends the original question resolved to the
     chosen entity (``TurnContext.sent_question``), and the checkpointed
     ``HumanMessage`` keeps what the user typed.
+
+    ``checkpoint="full"`` (the default) leaves the checkpointed ``messages`` whole;
+    ``checkpoint="bounded"`` keeps only the last recorded turn in them (the record holds
+    the rest), so a checkpointer's per-turn writes stay flat.
     """
 
-    def __init__(self, memory: SessionMemory, *, rewrite: bool = True) -> None:
+    def __init__(
+        self, memory: SessionMemory, *, rewrite: bool = True, checkpoint: str = "full"
+    ) -> None:
         super().__init__()
+        if checkpoint not in CHECKPOINT_MODES:
+            raise ConfigError(
+                f"SessionMemoryMiddleware(checkpoint={checkpoint!r}): expected one of "
+                + ", ".join(repr(m) for m in CHECKPOINT_MODES)
+            )
         self._memories = TenantMemories(memory)
         self.rewrite = rewrite
+        self.checkpoint = checkpoint
         self.tools = []
+        # What before_model began, for the model call right after it (same step, same
+        # user message): (tenant, thread) -> (message id, question, turn context).
+        self._begun: dict[tuple[str, str], tuple[str | None, str, TurnContext]] = {}
 
     @property
     def memory(self) -> SessionMemory:
@@ -93,7 +123,7 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return None
         memory, thread = self._scope(get_config())
         started = memory.begin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
-        return _clarify(started)
+        return self._hand_over(memory, thread, turn, started)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(
@@ -104,7 +134,24 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return None
         memory, thread = self._scope(get_config())
         started = await memory.abegin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
-        return _clarify(started)
+        return self._hand_over(memory, thread, turn, started)
+
+    def _hand_over(
+        self, memory: SessionMemory, thread: str, turn: _Turn, started: Clarification | TurnContext
+    ) -> dict[str, Any] | None:
+        """A clarification ends the turn; a turn context waits for the model call."""
+        if isinstance(started, Clarification):
+            self._begun.pop((memory.tenant, thread), None)
+            return {"messages": [AIMessage(content=started.text)], "jump_to": "end"}
+        self._begun[(memory.tenant, thread)] = (turn[1], turn[0], started)
+        return None
+
+    def _taken_over(self, memory: SessionMemory, thread: str, turn: _Turn) -> TurnContext | None:
+        """The context ``before_model`` began for this model call (once), if it did."""
+        begun = self._begun.pop((memory.tenant, thread), None)
+        if begun is None or begun[0] != turn[1] or begun[1] != turn[0]:
+            return None
+        return begun[2]
 
     # ------------------------------------------------------------------ wrap_model_call
 
@@ -118,7 +165,8 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if turn is None:
             return handler(request)
         memory, thread = self._scope(get_config())
-        started = memory.begin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
+        started = self._taken_over(memory, thread, turn) or memory.begin_turn(
+            thread, turn[0], message_id=turn[1], full_text=turn[2])
         if isinstance(started, Clarification):
             return AIMessage(content=started.text)  # before_model normally caught it
         compact = self._compact(request, started)
@@ -135,7 +183,8 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if turn is None:
             return await handler(request)
         memory, thread = self._scope(get_config())
-        started = await memory.abegin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
+        started = self._taken_over(memory, thread, turn) or await memory.abegin_turn(
+            thread, turn[0], message_id=turn[1], full_text=turn[2])
         if isinstance(started, Clarification):
             return AIMessage(content=started.text)
         compact = self._compact(request, started)
@@ -190,23 +239,35 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     # ------------------------------------------------------------------ after_agent
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Close the turn with the final answer (a clarification's text included)."""
-        start = last_human_index(state["messages"])
+        """Close the turn with the final answer (a clarification's text included); in
+        bounded mode, then cut the checkpointed messages down to this turn."""
+        messages = state["messages"]
+        start = last_human_index(messages)
         if start is None:
             return None
         memory, thread = self._scope(get_config())
-        memory.end_turn(thread, answer=answer_text(state["messages"], start))
-        return None
+        self._begun.pop((memory.tenant, thread), None)
+        memory.end_turn(thread, answer=answer_text(messages, start))
+        return self._bound(messages, start)
 
     async def aafter_agent(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        start = last_human_index(state["messages"])
+        messages = state["messages"]
+        start = last_human_index(messages)
         if start is None:
             return None
         memory, thread = self._scope(get_config())
-        await memory.aend_turn(thread, answer=answer_text(state["messages"], start))
-        return None
+        self._begun.pop((memory.tenant, thread), None)
+        await memory.aend_turn(thread, answer=answer_text(messages, start))
+        return self._bound(messages, start)
+
+    def _bound(self, messages: Sequence[BaseMessage], start: int) -> dict[str, Any] | None:
+        """The state update that keeps only the turn starting at ``start`` (bounded mode,
+        and only when older messages are there to drop)."""
+        if self.checkpoint != "bounded" or start == 0:
+            return None
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages[start:]]}
 
     # ------------------------------------------------------------------ helpers
 
@@ -214,7 +275,10 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return scope(self._memories, config, "thread_id", "SessionMemoryMiddleware")
 
 
-def _turn(messages: Sequence[BaseMessage]) -> tuple[str, str | None, str | None] | None:
+_Turn = tuple[str, str | None, str | None]
+
+
+def _turn(messages: Sequence[BaseMessage]) -> _Turn | None:
     """(question, message id, full text if cut) of the user message being answered."""
     start = last_human_index(messages)
     if start is None:
@@ -238,12 +302,6 @@ def _model_call(request: ModelRequest[Any], compact: ModelRequest[Any]) -> Model
         model=model_name(request.model),
         model_params=plain(params),
     )
-
-
-def _clarify(started: Clarification | TurnContext) -> dict[str, Any] | None:
-    if isinstance(started, Clarification):
-        return {"messages": [AIMessage(content=started.text)], "jump_to": "end"}
-    return None
 
 
 def _tool_config(request: ToolCallRequest) -> Mapping[str, Any]:

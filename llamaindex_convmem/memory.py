@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +86,10 @@ def turn_messages(
     return out
 
 
+#: live_ref -> memory, for a workflow Context's snapshot (weak: it keeps nothing alive)
+_LIVE: weakref.WeakValueDictionary[str, ConvMemMemory] = weakref.WeakValueDictionary()
+
+
 @dataclass
 class _Turn:
     """The user message being answered, as this memory has seen it."""
@@ -113,6 +118,7 @@ class ConvMemMemory(BaseMemory):
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _turn: _Turn | None = PrivateAttr(default=None)
     _transcript: list[ChatMessage] = PrivateAttr(default_factory=list)
+    _live_ref: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex)
 
     def __init__(
         self,
@@ -135,10 +141,38 @@ class ConvMemMemory(BaseMemory):
             thread_id=thread_id, rewrite=rewrite, system_prompt=system_prompt
         )
         self._facade = memory
+        _LIVE[self._live_ref] = self
 
     @classmethod
     def class_name(cls) -> str:
         return "ConvMemMemory"
+
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        """Configuration, plus a reference to this live memory (``live_ref``).
+
+        A workflow ``Context`` reused across ``agent.run(..., ctx=ctx)`` snapshots its
+        state between runs, this memory included, and restores it on the next run:
+        ``from_dict`` then gives back this same memory (its open turn intact) rather than
+        a copy without its ``SessionMemory``. The snapshot stays this size whatever the
+        length of the conversation (the history is in the session state and the record).
+        """
+        data = super().to_dict(**kwargs)
+        data["live_ref"] = self._live_ref
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> ConvMemMemory:  # type: ignore[override]
+        """The live memory ``data`` refers to (see ``to_dict``), in this process only."""
+        ref = data.get("live_ref")
+        found = _LIVE.get(ref) if isinstance(ref, str) else None
+        if isinstance(found, cls):
+            return found
+        raise ConfigError(
+            "ConvMemMemory.from_dict: this snapshot refers to a memory of another process "
+            "(or one since garbage-collected); its SessionMemory does not travel in a "
+            f"snapshot. Build it again: ConvMemMemory(session_memory, "
+            f"thread_id={data.get('thread_id')!r}) and pass it as memory= to the agent's run"
+        )
 
     @classmethod
     def from_defaults(  # type: ignore[override]

@@ -60,7 +60,7 @@ def _same_message(
 def block_for(state: SessionState) -> str:
     """The block for the model: during an open turn, the *earlier* questions only."""
     if state.open_turn is not None:
-        return render(state.evolve(recent_questions=state.open_turn.base.recent_questions))
+        return render(state, questions=state.open_turn.base.recent_questions)
     return render(state)
 
 
