@@ -93,6 +93,8 @@ log = logging.getLogger("convmem.session")
 OnTranscriptError = Literal["raise", "degrade"]
 
 MAX_TRIES = 3
+#: How many threads' open-turn states a SessionMemory keeps (oldest dropped first).
+MAX_TURN_STATES = 4096
 MAX_QUESTION_CHARS = 4000
 
 T = TypeVar("T")
@@ -230,7 +232,10 @@ def _same_message(
 # I/O requests the turn generators yield.
 @dataclass(frozen=True)
 class _Load:
-    pass
+    """Load the state; ``recent``: this process's last save of the thread will do when
+    it saved a turn still open (``SessionMemory._turn_states``)."""
+
+    recent: bool = False
 
 
 @dataclass(frozen=True)
@@ -332,6 +337,11 @@ class SessionMemory:
         # Keyed by tenant too: per-tenant shallow copies (adapters) share these dicts.
         self._threads: dict[tuple[str, str], str] = {}
         self._open: dict[tuple[str, str], _OpenRecord] = {}
+        # (tenant, thread id) -> the state this process last saved while a turn was
+        # open: the next step of that turn (the tool loop's begin_turn, record_tool,
+        # end_turn) starts from it instead of a GET. Saves still compare-and-set on
+        # its version, so a write from elsewhere makes them conflict and reload.
+        self._turn_states: dict[tuple[str, str], SessionState] = {}
         # tenant -> this memory's view for it (shared by every view: see ``for_tenant``)
         self._tenants: dict[str, SessionMemory] = {tenant: self}
         _load_package_data(domain)
@@ -473,6 +483,7 @@ class SessionMemory:
     def reset(self, thread_id: str) -> None:
         """Drop the session state (the transcript keeps the record: see ``delete_thread``)."""
         self._check(thread_id)
+        self._turn_states.pop((self.tenant, thread_id), None)
         self.store.delete(self.tenant, thread_id)
 
     def block(self, thread_id: str) -> str:
@@ -588,6 +599,7 @@ class SessionMemory:
 
     async def areset(self, thread_id: str) -> None:
         self._check(thread_id)
+        self._turn_states.pop((self.tenant, thread_id), None)
         await self.store.adelete(self.tenant, thread_id)
 
     async def ablock(self, thread_id: str) -> str:
@@ -631,15 +643,20 @@ class SessionMemory:
             send, throw = None, None
             try:
                 if isinstance(request, _Load):
-                    send = self.store.load(self.tenant, thread_id)
+                    send = self._recent_state(thread_id, request)
+                    if send is None:
+                        send = self.store.load(self.tenant, thread_id)
                 elif isinstance(request, _Save):
+                    self._turn_states.pop((self.tenant, thread_id), None)  # kept if it saves
                     send = self.store.save(
                         self.tenant, thread_id, request.state, expected_version=request.expected
                     )
+                    self._keep_turn_state(thread_id, request.state, send)
                 elif isinstance(request, _Transcript):
                     call = getattr(self.transcript, request.method)
                     send = call(*request.args, **request.kwargs)
                 elif isinstance(request, _DeleteState):
+                    self._turn_states.pop((self.tenant, thread_id), None)
                     self.store.delete(self.tenant, thread_id)
                 else:
                     send = self.resolver.resolve(request.question, request.state, self.domain, request.today)
@@ -657,15 +674,20 @@ class SessionMemory:
             send, throw = None, None
             try:
                 if isinstance(request, _Load):
-                    send = await self.store.aload(self.tenant, thread_id)
+                    send = self._recent_state(thread_id, request)
+                    if send is None:
+                        send = await self.store.aload(self.tenant, thread_id)
                 elif isinstance(request, _Save):
+                    self._turn_states.pop((self.tenant, thread_id), None)  # kept if it saves
                     send = await self.store.asave(
                         self.tenant, thread_id, request.state, expected_version=request.expected
                     )
+                    self._keep_turn_state(thread_id, request.state, send)
                 elif isinstance(request, _Transcript):
                     call = getattr(self.transcript, "a" + request.method)
                     send = await call(*request.args, **request.kwargs)
                 elif isinstance(request, _DeleteState):
+                    self._turn_states.pop((self.tenant, thread_id), None)
                     await self.store.adelete(self.tenant, thread_id)
                 else:
                     send = await self.resolver.aresolve(
@@ -673,6 +695,18 @@ class SessionMemory:
                     )
             except Exception as exc:
                 throw = exc
+
+    def _recent_state(self, thread_id: str, request: _Load) -> SessionState | None:
+        return self._turn_states.get((self.tenant, thread_id)) if request.recent else None
+
+    def _keep_turn_state(self, thread_id: str, state: SessionState, version: int) -> None:
+        """Remember a saved state while its turn is open (see ``_turn_states``)."""
+        if state.open_turn is None:
+            return  # the turn ended: the next one starts from the store
+        states = self._turn_states
+        states[(self.tenant, thread_id)] = state.evolve(version=version)
+        if len(states) > MAX_TURN_STATES:
+            states.pop(next(iter(states)), None)  # oldest first
 
     # ------------------------------------------------------------------ turn logic (once)
 
@@ -682,7 +716,7 @@ class SessionMemory:
         """Load, compute, compare-and-set save; on conflict reload and recompute."""
         result: T | None = None
         for attempt in range(1, MAX_TRIES + 1):
-            loaded = yield _Load()
+            loaded = yield _Load(recent=attempt == 1)
             current = loaded if loaded is not None else SessionState()
             new, result = compute(current)
             if new is None:
@@ -710,7 +744,7 @@ class SessionMemory:
         resolved: dict[int, tuple[str, Resolution]] = {}
 
         for attempt in range(1, MAX_TRIES + 1):
-            loaded = yield _Load()
+            loaded = yield _Load(recent=attempt == 1 and restore is None)
             current = loaded if loaded is not None else SessionState()
             # An edit is the same turn again only by message id (its text may repeat).
             if restore is None or message_id is not None:
@@ -838,7 +872,11 @@ class SessionMemory:
         question = clean_text(question)
         full_text = _optional_text(full_text, "full_text")
         restore = None if edit is None else edit.restore
-        binding = None if self.transcript is None else (yield from self._bind_flow(thread_id))
+        binding = None
+        if self.transcript is not None:
+            binding = self._bound_here(thread_id, question, message_id, edit)
+            if binding is None:
+                binding = yield from self._bind_flow(thread_id)
         started = yield from self._begin_flow(thread_id, question, message_id, today, restore)
         if self.transcript is None:
             return started
@@ -1062,6 +1100,17 @@ class SessionMemory:
             return None
         self._threads[(self.tenant, thread_id)] = binding.thread.id
         return binding
+
+    def _bound_here(
+        self, thread_id: str, question: str, message_id: str | None, edit: _Edit | None
+    ) -> TurnBinding | None:
+        """The binding of the turn this process has open, when ``begin_turn`` is called
+        again for it (every step of an agent's tool loop): the turn is bound once, and
+        ``_note_turn`` keeps that first binding anyway."""
+        found = self._open.get((self.tenant, thread_id))
+        if found is None or edit is not None or found.edit is not None or found.done:
+            return None
+        return found.binding if found.same_turn(message_id, question) else None
 
     def _turn_binding(self, thread_id: str, record: _OpenRecord) -> _Flow[TurnBinding]:
         """The turn's binding; bound now if it began elsewhere or the record was down."""

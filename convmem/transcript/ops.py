@@ -1103,8 +1103,11 @@ def complete_turn(
         raise ThreadNotFound(f"turn {turn_id!r} not found in thread {thread_id!r}")
     if turn["completed_at"] is not None:
         raise ConfigError(f"turn {turn_id!r} is already complete")
-    path = yield from read_path(tenant, thread_id)
-    on_path = any(m.id == turn["user_message_id"] for m in path)
+    if th["active_leaf"] == turn["user_message_id"]:
+        on_path = True  # the usual case, nothing appended since point 1: no path walk
+    else:
+        path = yield from read_path(tenant, thread_id)
+        on_path = any(m.id == turn["user_message_id"] for m in path)
     parent = th["active_leaf"] if on_path else turn["user_message_id"]
     out = yield from insert_chain(
         ctx, tenant, thread_id, parent, messages, move_leaf=on_path, turn_id=turn_id
