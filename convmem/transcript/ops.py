@@ -1115,7 +1115,7 @@ def complete_turn(
     answer = next((m.id for m in reversed(out) if m.role == "assistant"), None)
     yield (
         sa.update(TURNS)
-        .where(TURNS.c.tenant == tenant, TURNS.c.id == turn_id)
+        .where(TURNS.c.tenant == tenant, TURNS.c.thread_id == thread_id, TURNS.c.id == turn_id)
         .values(completed_at=ctx.now(), answer_message_id=answer or (out[-1].id if out else None))
     )
     return out
