@@ -49,6 +49,7 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _load_agent import build_agent, question  # noqa: E402
@@ -281,15 +282,25 @@ async def run_row(row: str, sessions: int, turns: int, servers: Servers,
         ports = servers.cluster_ports if cluster else (servers.redis.port,)
         store_class = RedisClusterSessionStateStore if cluster else RedisSessionStateStore
         store = store_class(servers.cluster.url if cluster else servers.redis.url, prefix=prefix)
-        async with convmem_agent(url, store, prefix, transcript_options) as (agent, _memory):
+        async with convmem_agent(url, store, prefix, transcript_options) as (agent, memory):
             before, memory_before = database_bytes(url), await used_memory(ports)
+            connects = [0]
+            assert memory.transcript is not None
+            engine = memory.transcript.async_engine.sync_engine
+
+            def opened(*_: Any) -> None:
+                connects[0] += 1
+
+            event.listen(engine, "connect", opened)
             with Sampler(url.database, ports) as sampler:
                 load = await drive(agent, sessions, turns, row)
+            event.remove(engine, "connect", opened)
             grown = database_bytes(url) - before
             per_session = (await used_memory(ports) - memory_before) / sessions
             redis_key = await redis_session_bytes(ports, prefix)
         await delete_prefix(ports, prefix)
     return {**out, **load.__dict__, "pg_connections_max": sampler.pg_max,
+            "pg_connections_opened": connects[0],
             "redis_connections_max": sampler.redis_max,
             "transcript_bytes_per_turn": round(grown / max(load.turns, 1)),
             "redis_used_memory_per_session": round(per_session),
@@ -330,14 +341,15 @@ def ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def table(results: list[dict[str, Any]]) -> str:
     head = (f"{'N':>5} {'row':<46} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'err':>4} "
-            f"{'CPU ms/turn':>11} {'PG conn':>7} {'Redis conn':>10} {'bytes/turn':>10}")
+            f"{'CPU ms/turn':>11} {'PG conn':>7} {'PG opened':>9} {'Redis conn':>10} {'bytes/turn':>10}")
     lines = [head, "-" * len(head)]
     for r in results:
         size = r.get("transcript_bytes_per_turn", r.get("checkpoint_bytes_per_turn", ""))
         lines.append(
             f"{r['sessions']:>5} {r['label']:<46} {r['turns_per_s']:>8} {r['p50_ms']:>8} "
             f"{r['p99_ms']:>8} {r['errors']:>4} {r['cpu_ms_per_turn']:>11} "
-            f"{r.get('pg_connections_max', ''):>7} {r.get('redis_connections_max', ''):>10} "
+            f"{r.get('pg_connections_max', ''):>7} {r.get('pg_connections_opened', ''):>9} "
+            f"{r.get('redis_connections_max', ''):>10} "
             f"{size:>10}")
         if r.get("first_error"):
             lines.append(f"      first error: {r['first_error']}")
@@ -368,6 +380,8 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         options["pool_size"] = args.pool_size
     if args.max_overflow is not None:
         options["max_overflow"] = args.max_overflow
+    if args.pool_timeout is not None:
+        options["pool_timeout"] = args.pool_timeout
     redis = RedisServer().start()
     cluster = RedisClusterServers() if "cluster" in rows else None
     try:
@@ -396,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated of {ROWS}")
     parser.add_argument("--pool-size", type=int, help="TranscriptStore pool_size")
     parser.add_argument("--max-overflow", type=int, help="TranscriptStore max_overflow")
+    parser.add_argument("--pool-timeout", type=float, help="TranscriptStore pool_timeout (s)")
     args = parser.parse_args(argv)
     if args.smoke:
         args.sessions, args.turns = [4], 3

@@ -229,6 +229,13 @@ class TranscriptStore:
     ``retention`` is required: there is no implicit "keep forever". Every method
     takes ``tenant`` first and refuses (``ThreadNotFound``) a thread of another
     tenant. Each ``x`` has a natively async twin ``ax``.
+
+    Each engine (sync, async) pools ``pool_size`` connections and opens up to
+    ``max_overflow`` more under load, closed again when returned to a full pool; a
+    call waits at most ``pool_timeout`` seconds for a free one, then fails with
+    ``TranscriptUnavailable``. A turn holds a connection for one transaction at a time
+    (three per agent turn), so concurrent turns beyond the pool queue for it rather
+    than opening connections (docs/scaling.md). An engine passed in keeps its own pool.
     """
 
     def __init__(
@@ -239,9 +246,17 @@ class TranscriptStore:
         clock: Callable[[], datetime] = _utcnow,
         pool_size: int = 5,
         max_overflow: int = 20,
+        pool_timeout: float = 30.0,
     ) -> None:
         if not isinstance(retention, RetentionPolicy):
             raise ConfigError("TranscriptStore: retention must be a RetentionPolicy")
+        for name, value in (("pool_size", pool_size), ("max_overflow", max_overflow)):
+            if type(value) is not int or value < 0:
+                raise ConfigError(f"TranscriptStore: {name} must be a non-negative integer, "
+                                  f"got {value!r}")
+        if not isinstance(pool_timeout, int | float) or not pool_timeout > 0:
+            raise ConfigError(f"TranscriptStore: pool_timeout must be positive seconds, "
+                              f"got {pool_timeout!r}")
         given_sync = url_or_engine if isinstance(url_or_engine, sa.Engine) else None
         given_async = url_or_engine if isinstance(url_or_engine, AsyncEngine) else None
         url: sa.URL
@@ -252,7 +267,8 @@ class TranscriptStore:
         else:
             url = sa.make_url(url_or_engine)  # type: ignore[arg-type]
         sync_url, async_url = _urls(url)
-        pool = {"pool_size": pool_size, "max_overflow": max_overflow, "pool_pre_ping": False}
+        pool = {"pool_size": pool_size, "max_overflow": max_overflow,
+                "pool_timeout": pool_timeout, "pool_pre_ping": False}
         self.engine: sa.Engine = given_sync or sa.create_engine(sync_url, **pool)
         self.async_engine: AsyncEngine = given_async or create_async_engine(async_url, **pool)
         self.dialect = self.engine.dialect.name
