@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import sys
 import threading
@@ -428,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.sessions, args.turns = [4], 3
     command = "python bench/load.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    # a stopped run still drops its databases and stops its servers (finally blocks)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results = asyncio.run(main_async(args))
     if args.json:
         print(json.dumps({"command": command, "results": results,
