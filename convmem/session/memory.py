@@ -109,6 +109,7 @@ class SessionMemory(RecordFlows):
         # Keyed by tenant too: per-tenant shallow copies (adapters) share these dicts.
         self._threads: dict[tuple[str, str], str] = {}
         self._open: dict[tuple[str, str], _OpenRecord] = {}
+        self._turn_states: dict[tuple[str, str], SessionState] = {}
         # tenant -> this memory's view for it (shared by every view: see ``for_tenant``)
         self._tenants: dict[str, SessionMemory] = {tenant: self}
         _load_package_data(domain)
@@ -252,6 +253,7 @@ class SessionMemory(RecordFlows):
     def reset(self, thread_id: str) -> None:
         """Drop the session state (the transcript keeps the record: see ``delete_thread``)."""
         self._check(thread_id)
+        self._turn_states.pop((self.tenant, thread_id), None)
         self.store.delete(self.tenant, thread_id)
 
     def block(self, thread_id: str) -> str:
@@ -375,6 +377,7 @@ class SessionMemory(RecordFlows):
     async def areset(self, thread_id: str) -> None:
         """The async twin of ``reset``: the state store awaited."""
         self._check(thread_id)
+        self._turn_states.pop((self.tenant, thread_id), None)
         await self.store.adelete(self.tenant, thread_id)
 
     async def ablock(self, thread_id: str) -> str:

@@ -126,7 +126,11 @@ class RecordFlows(TurnFlows):
         question = clean_text(question)
         full_text = _optional_text(full_text, "full_text")
         restore = None if edit is None else edit.restore
-        binding = None if self.transcript is None else (yield from self._bind_flow(thread_id))
+        binding = None
+        if self.transcript is not None:
+            binding = self._bound_here(thread_id, question, message_id, edit)
+            if binding is None:
+                binding = yield from self._bind_flow(thread_id)
         started = yield from self._begin_flow(thread_id, question, message_id, today, restore)
         if self.transcript is None:
             return started
@@ -343,6 +347,17 @@ class RecordFlows(TurnFlows):
                         "the rest of the turn is not recorded", thread_id)
         record.done = True
 
+    def _bound_here(
+        self, thread_id: str, question: str, message_id: str | None, edit: _Edit | None
+    ) -> TurnBinding | None:
+        """The binding of the turn this process has open, when ``begin_turn`` is called
+        again for it (every step of an agent's tool loop): the turn is bound once, and
+        ``_note_turn`` keeps that first binding anyway."""
+        found = self._open.get((self.tenant, thread_id))
+        if found is None or edit is not None or found.edit is not None or found.done:
+            return None
+        return found.binding if found.same_turn(message_id, question) else None
+
     def _bind_flow(self, thread_id: str) -> Flow[TurnBinding | None]:
         """Bind a beginning turn to its thread: the key's thread (created if need be)
         and its incarnation, which every write of the turn must find again, so a turn
@@ -464,6 +479,7 @@ class RecordFlows(TurnFlows):
             self._open.pop(key, None)
             receipt = yield from self._on_thread(thread_id, t.delete_thread, t.adelete_thread)
             self._threads.pop(key, None)
+        self._turn_states.pop(key, None)
         yield from do(call(self.store.delete, self.store.adelete, self.tenant, thread_id))
         return receipt
 

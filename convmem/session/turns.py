@@ -41,6 +41,8 @@ from convmem.tools import ToolResult
 log = logging.getLogger("convmem.session")
 
 MAX_TRIES = 3
+#: How many threads' open-turn states a SessionMemory keeps (oldest dropped first).
+MAX_TURN_STATES = 4096
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -105,6 +107,11 @@ class TurnFlows:
     tenant: str
     store: SessionStateStore
     resolver: Resolver
+    # (tenant, thread id) -> the state this process last saved while a turn was open:
+    # the next step of that turn (the tool loop's begin_turn, record_tool, end_turn)
+    # starts from it instead of a GET. Saves still compare-and-set on its version, so
+    # a write from elsewhere makes them conflict and reload from the store.
+    _turn_states: dict[tuple[str, str], SessionState]
 
     def _load(self, thread_id: str) -> Effect[SessionState | None]:
         return call(self.store.load, self.store.aload, self.tenant, thread_id)
@@ -122,29 +129,47 @@ class TurnFlows:
         thread_id: str,
         compute: Callable[[SessionState], Flow[tuple[SessionState | None, T]]],
         what: str,
+        *,
+        recent: bool = True,
     ) -> Flow[T]:
         """The one compare-and-set loop: load, compute, save over the loaded version; on a
         conflict reload and recompute (``MAX_TRIES`` tries, then go on unsaved and log).
 
         ``compute`` is a flow (``begin_turn`` resolves inside it; ``_no_io`` wraps a
         plain function) returning the state to save (``None``: nothing to save) and the
-        result; a result carrying the saved state gets its new version."""
+        result; a result carrying the saved state gets its new version. ``recent``: the
+        first try may start from this process's last save of the open turn
+        (``_turn_states``) instead of loading it."""
         result: T | None = None
+        key = (self.tenant, thread_id)
         for attempt in range(1, MAX_TRIES + 1):
-            loaded = yield from do(self._load(thread_id))
+            loaded = self._turn_states.get(key) if recent and attempt == 1 else None
+            if loaded is None:
+                loaded = yield from do(self._load(thread_id))
             current = loaded if loaded is not None else SessionState()
             new, result = yield from compute(current)
             if new is None:
                 return result
+            self._turn_states.pop(key, None)  # kept again only if this save lands
             try:
                 version = yield from do(self._save(thread_id, new, current.version))
             except VersionConflict:
                 log.debug("%s: version conflict (try %d of %d)", what, attempt, MAX_TRIES)
                 continue
+            self._keep_turn_state(key, new, version)
             return _with_version(result, version)
         log.warning("%s: gave up saving after %d version conflicts; going on unsaved", what, MAX_TRIES)
         assert result is not None
         return result
+
+    def _keep_turn_state(self, key: tuple[str, str], state: SessionState, version: int) -> None:
+        """Remember a saved state while its turn is open (see ``_turn_states``)."""
+        if state.open_turn is None:
+            return  # the turn ended: the next one starts from the store
+        states = self._turn_states
+        states[key] = state.evolve(version=version)
+        if len(states) > MAX_TURN_STATES:
+            states.pop(next(iter(states)), None)  # oldest first
 
     def _begin_flow(
         self,
@@ -200,7 +225,8 @@ class TurnFlows:
                 )
             return new, new
 
-        state = yield from self._save_with_retry(thread_id, compute, f"begin_turn {thread_id}")
+        state = yield from self._save_with_retry(
+            thread_id, compute, f"begin_turn {thread_id}", recent=restore is None)
         return self._result(thread_id, state)
 
     def _result(self, thread_id: str, state: SessionState) -> Clarification | TurnContext:

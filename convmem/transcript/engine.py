@@ -215,9 +215,17 @@ class StoreEngine:
         clock: Callable[[], datetime] = _utcnow,
         pool_size: int = 5,
         max_overflow: int = 20,
+        pool_timeout: float = 30.0,
     ) -> None:
         if not isinstance(retention, RetentionPolicy):
             raise ConfigError("TranscriptStore: retention must be a RetentionPolicy")
+        for name, value in (("pool_size", pool_size), ("max_overflow", max_overflow)):
+            if type(value) is not int or value < 0:
+                raise ConfigError(f"TranscriptStore: {name} must be a non-negative integer, "
+                                  f"got {value!r}")
+        if not isinstance(pool_timeout, int | float) or not pool_timeout > 0:
+            raise ConfigError(f"TranscriptStore: pool_timeout must be positive seconds, "
+                              f"got {pool_timeout!r}")
         given_sync = url_or_engine if isinstance(url_or_engine, sa.Engine) else None
         given_async = url_or_engine if isinstance(url_or_engine, AsyncEngine) else None
         url: sa.URL
@@ -228,7 +236,8 @@ class StoreEngine:
         else:
             url = sa.make_url(url_or_engine)  # type: ignore[arg-type]
         sync_url, async_url = _urls(url)
-        pool = {"pool_size": pool_size, "max_overflow": max_overflow, "pool_pre_ping": False}
+        pool = {"pool_size": pool_size, "max_overflow": max_overflow,
+                "pool_timeout": pool_timeout, "pool_pre_ping": False}
         self.engine: sa.Engine = given_sync or sa.create_engine(sync_url, **pool)
         self.async_engine: AsyncEngine = given_async or create_async_engine(async_url, **pool)
         self.dialect = self.engine.dialect.name

@@ -30,6 +30,13 @@ class TranscriptStore(SyncTwins, AsyncTwins):
     tenant. Each ``x`` has a natively async twin ``ax``: the async ones are written
     by hand (``_async_store``), the sync ones generated from them (``_sync_store``,
     ``scripts/unasync.py``); engines and transactions are ``engine.StoreEngine``'s.
+
+    Each engine (sync, async) pools ``pool_size`` connections and opens up to
+    ``max_overflow`` more under load, closed again when returned to a full pool; a
+    call waits at most ``pool_timeout`` seconds for a free one, then fails with
+    ``TranscriptUnavailable``. A turn holds a connection for one transaction at a time
+    (three per agent turn), so concurrent turns beyond the pool queue for it rather
+    than opening connections (docs/scaling.md). An engine passed in keeps its own pool.
     """
 
 

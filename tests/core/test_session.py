@@ -204,3 +204,63 @@ async def test_async_turn_does_not_block(memory: SessionMemory) -> None:
     assert await memory.arecord_tool("th", "lookup_customer", {}, LOOKUP) is None
     state = await memory.aend_turn("th")
     assert state.focus is not None and state.focus.source == "tool"
+
+
+# --------------------------------------------------------------------------- round trips
+
+
+class CountingStore(InMemorySessionStateStore):
+    """Counts the loads a SessionMemory asks its store for (``aload`` calls ``load``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads = 0
+
+    def load(self, tenant: str, thread_id: str) -> Any:
+        self.loads += 1
+        return super().load(tenant, thread_id)
+
+
+def _tool_turn(memory: SessionMemory, message_id: str, mode: str) -> None:
+    """A turn as an agent's tool loop drives it: begin, tool, begin again, end."""
+    steps = [
+        ("begin_turn", ("th", "Pull up Brightwater Farms."), {"message_id": message_id, "today": TODAY}),
+        ("record_tool", ("th", "lookup_customer", {"name": "Brightwater Farms"}, LOOKUP), {}),
+        ("begin_turn", ("th", "Pull up Brightwater Farms."), {"message_id": message_id, "today": TODAY}),
+        ("end_turn", ("th",), {"answer": "Fresno."}),
+    ]
+    for name, args, kwargs in steps:
+        if mode == "sync":
+            getattr(memory, name)(*args, **kwargs)
+        else:
+            asyncio.run(getattr(memory, "a" + name)(*args, **kwargs))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_turn_loads_its_state_once(crm: Domain, mode: str) -> None:
+    store = CountingStore()
+    memory = SessionMemory(crm, store=store, tenant="t1")
+    _tool_turn(memory, "m1", mode)
+    assert store.loads == 1  # later steps start from this process's own last save
+    _tool_turn(memory, "m2", mode)
+    assert store.loads == 2  # a new turn reads the store again: another process may have written
+    state = memory.get_state("th")
+    assert state is not None and state.turn == 2 and state.open_turn is None
+    assert state.focus is not None and state.focus.id == "C-1080"
+
+
+def test_a_write_from_elsewhere_mid_turn_is_not_lost(crm: Domain) -> None:
+    store = CountingStore()
+    here = SessionMemory(crm, store=store, tenant="t1")
+    elsewhere = SessionMemory(crm, store=store, tenant="t1")  # another process, same thread
+    here.begin_turn("th", "Pull up Brightwater Farms.", message_id="m1", today=TODAY)
+    elsewhere.begin_turn("th", "Who is Ben Carter?", message_id="m2", today=TODAY)
+    loads = store.loads
+    # ``here`` still holds its own save, now stale: the compare-and-set refuses it, and
+    # the tool's rule is applied again to what the store holds.
+    here.record_tool("th", "lookup_customer", {"name": "Brightwater Farms"}, LOOKUP)
+    assert store.loads == loads + 1 and store.stats.conflicts >= 1
+    state = store.load("t1", "th")
+    assert state is not None and state.open_turn is not None
+    assert state.open_turn.message_id == "m2"  # the other process's turn survived
+    assert state.focus is not None and state.focus.id == "C-1080"  # and the tool's focus landed

@@ -14,6 +14,7 @@ in flight. SQLite and PostgreSQL, sync and async (the fixtures of
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +31,14 @@ from tests.transcript.test_session_record import (
     TODAY,
     _dump,
     _rows,
-    _store,
     _two_turns,
 )
 from tests.transcript.test_transcript_postgres import pg_dump_data
 from tests.transcript.test_transcript_sqlite import sqlite_dump
 
-# the fixtures of test_session_record (two workers, both backends, sync and async)
-crm, make, mode, tenant = record.crm, record.make, record.mode, record.tenant
-transcript, transcript_url = record.transcript, record.transcript_url
+# the fixtures of test_session_record (two workers, both backends, sync and async);
+# crm, tenant and transcript_url come from tests/conftest.py
+make, mode, transcript = record.make, record.mode, record.transcript
 
 
 def residue(store: TranscriptStore) -> bytes:
@@ -116,10 +116,12 @@ def _quoted(store: TranscriptStore, tenant: str) -> list[list[str]]:
 # --------------------------------------------------------------------------- finding 6
 
 
-def _workers(make: Any, transcript_url: str, on_error: str) -> tuple[Any, Any]:
+def _workers(make: Any, new_store: Callable[[], TranscriptStore], on_error: str
+             ) -> tuple[Any, Any]:
+    """Two workers, each with its own transcript store, sharing one state store."""
     shared = InMemorySessionStateStore()
-    eraser = make(_store(transcript_url), shared)
-    worker = make(_store(transcript_url), shared, on_transcript_error=on_error)
+    eraser = make(new_store(), shared)
+    worker = make(new_store(), shared, on_transcript_error=on_error)
     return eraser, worker
 
 
@@ -136,9 +138,10 @@ def _refused(worker: Any, on_error: str, call: Any) -> None:
 
 @pytest.mark.parametrize("on_error", ["raise", "degrade"])
 def test_a_turn_begun_before_delete_thread_writes_nothing_after_it(
-    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str, on_error: str
+    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str, on_error: str,
+    migrated_store: Callable[[str], TranscriptStore],
 ) -> None:
-    eraser, worker = _workers(make, transcript_url, on_error)
+    eraser, worker = _workers(make, lambda: migrated_store(transcript_url), on_error)
     _two_turns(eraser)
     worker.begin_turn("th", "Who's their rep?", today=TODAY)  # state only: nothing written
     eraser.delete_thread("th")
@@ -156,9 +159,10 @@ def test_a_turn_begun_before_delete_thread_writes_nothing_after_it(
 
 @pytest.mark.parametrize("on_error", ["raise", "degrade"])
 def test_a_turn_past_commit_point_one_cannot_finish_after_delete_thread(
-    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str, on_error: str
+    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str, on_error: str,
+    migrated_store: Callable[[str], TranscriptStore],
 ) -> None:
-    eraser, worker = _workers(make, transcript_url, on_error)
+    eraser, worker = _workers(make, lambda: migrated_store(transcript_url), on_error)
     _two_turns(eraser)
     clarified = worker.begin_turn("th", "Briefly, how is Harbor doing?", today=TODAY)
     eraser.delete_thread("th")  # a clarification: nothing written before end_turn
@@ -173,9 +177,10 @@ def test_a_turn_past_commit_point_one_cannot_finish_after_delete_thread(
 
 
 def test_a_reimported_thread_is_not_the_one_a_turn_in_flight_began_on(
-    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str
+    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str,
+    migrated_store: Callable[[str], TranscriptStore],
 ) -> None:
-    eraser, worker = _workers(make, transcript_url, "raise")
+    eraser, worker = _workers(make, lambda: migrated_store(transcript_url), "raise")
     _two_turns(eraser)
     tid = eraser.transcript_thread_id("th")
     worker.begin_turn("th", "Who's their rep?", today=TODAY, model_call=CALL)

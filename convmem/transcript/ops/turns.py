@@ -167,8 +167,11 @@ def complete_turn(
         raise ThreadNotFound(f"turn {turn_id!r} not found in thread {thread_id!r}")
     if turn["completed_at"] is not None:
         raise ConfigError(f"turn {turn_id!r} is already complete")
-    path = yield from read_path(tenant, thread_id)
-    on_path = any(m.id == turn["user_message_id"] for m in path)
+    if th["active_leaf"] == turn["user_message_id"]:
+        on_path = True  # the usual case, nothing appended since point 1: no path walk
+    else:
+        path = yield from read_path(tenant, thread_id)
+        on_path = any(m.id == turn["user_message_id"] for m in path)
     parent = th["active_leaf"] if on_path else turn["user_message_id"]
     out = yield from insert_chain(
         ctx, tenant, thread_id, parent, messages, move_leaf=on_path, turn_id=turn_id
@@ -176,7 +179,7 @@ def complete_turn(
     answer = next((m.id for m in reversed(out) if m.role == "assistant"), None)
     yield (
         sa.update(TURNS)
-        .where(TURNS.c.tenant == tenant, TURNS.c.id == turn_id)
+        .where(TURNS.c.tenant == tenant, TURNS.c.thread_id == thread_id, TURNS.c.id == turn_id)
         .values(completed_at=ctx.now(), answer_message_id=answer or (out[-1].id if out else None))
     )
     return out

