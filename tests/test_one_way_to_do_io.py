@@ -1,0 +1,104 @@
+"""One way to do I/O: every flow in the tree runs on ``convmem.effects`` (issue 14).
+
+Flows (the façade's turns, the Redis stores' commands, the transcript's statements,
+both adapters' calls) are generators stepped only by ``convmem.effects``'s drivers,
+and their async calls are typed effects (``effects.call(x, ax, ...)``), not methods
+looked up by name. So this scan of every module of the three packages fails on what
+would be a second driver or a second way in: ``except StopIteration``, ``.send(`` /
+``.throw(`` (stepping a generator by hand), and an ``a``-prefixed name built from a
+string (``"a" + name``, ``f"a{name}"``), which mypy cannot check.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("convmem", "langchain_convmem", "llamaindex_convmem")
+
+#: The one module allowed to step generators and catch their ``StopIteration``.
+DRIVER = "convmem/effects.py"
+
+#: Anything else found, with why it is not a flow: (module, finding) -> (count, reason).
+ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
+    ("convmem/transcript/reader.py", ".send("): (
+        1,
+        "pushes bytes into ijson's push parser (basic_parse_coro), a coroutine that "
+        "yields nothing back: a parser fed by the document reader, not a flow",
+    ),
+}
+
+
+def findings(source: str) -> list[tuple[int, str]]:
+    """(line, finding) for every hand-stepped generator or name-built twin in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ExceptHandler) and node.type is not None:
+            caught = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+            if any(ast.unparse(c).split(".")[-1] == "StopIteration" for c in caught):
+                found.append((node.lineno, "except StopIteration"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("send", "throw"):
+                found.append((node.lineno, f".{node.func.attr}("))
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Add)
+            and isinstance(node.left, ast.Constant)
+            and node.left.value == "a"
+        ):
+            found.append((node.lineno, '"a" + name'))
+        elif (
+            isinstance(node, ast.JoinedStr)
+            and len(node.values) == 2
+            and isinstance(node.values[0], ast.Constant)
+            and node.values[0].value == "a"
+            and isinstance(node.values[1], ast.FormattedValue)
+        ):
+            found.append((node.lineno, '"a" + name'))
+    return found
+
+
+def modules() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def test_the_scan_sees_each_kind_of_hand_stepping_and_name_dispatch() -> None:
+    source = (
+        "def drive(flow):\n"
+        "    try:\n"
+        "        step = flow.send(None)\n"
+        "        flow.throw(ValueError())\n"
+        "    except (KeyError, StopIteration):\n"
+        "        pass\n"
+        "    getattr(x, 'a' + name)\n"
+        "    getattr(x, f'a{name}')\n"
+        "    f'a{name} and more'\n"
+    )
+    assert sorted(kind for _, kind in findings(source)) == sorted(
+        [".send(", ".throw(", "except StopIteration", '"a" + name', '"a" + name']
+    )
+
+
+def test_nothing_but_the_effects_module_steps_a_flow_or_dispatches_by_name() -> None:
+    paths = modules()
+    assert len(paths) > 60  # the three packages, all of them found
+    unexpected: list[str] = []
+    counted: Counter[tuple[str, str]] = Counter()
+    for path in paths:
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == DRIVER:
+            continue
+        for line, kind in findings(path.read_text("utf-8")):
+            if (rel, kind) in ALLOWED:
+                counted[(rel, kind)] += 1
+            else:
+                unexpected.append(f"{rel}:{line}: {kind}")
+    assert unexpected == [], "step flows with convmem.effects; build twins with effects.call"
+    assert dict(counted) == {key: count for key, (count, _) in ALLOWED.items()}
+
+
+def test_the_effects_module_is_where_flows_are_stepped() -> None:
+    kinds = {kind for _, kind in findings((ROOT / DRIVER).read_text("utf-8"))}
+    assert {"except StopIteration", ".send(", ".throw("} <= kinds
