@@ -42,22 +42,21 @@ def findings(source: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr in ("send", "throw"):
                 found.append((node.lineno, f".{node.func.attr}("))
-        elif (
-            isinstance(node, ast.BinOp)
-            and isinstance(node.op, ast.Add)
-            and isinstance(node.left, ast.Constant)
-            and node.left.value == "a"
-        ):
-            found.append((node.lineno, '"a" + name'))
-        elif (
-            isinstance(node, ast.JoinedStr)
-            and len(node.values) == 2
-            and isinstance(node.values[0], ast.Constant)
-            and node.values[0].value == "a"
-            and isinstance(node.values[1], ast.FormattedValue)
-        ):
-            found.append((node.lineno, '"a" + name'))
+        elif a_prefixed(node):
+            found.append((getattr(node, "lineno", 0), '"a" + name'))
     return found
+
+
+def a_prefixed(node: ast.AST) -> bool:
+    """``"a" + name`` or ``f"a{name}"``: a twin's name built from a string."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return isinstance(node.left, ast.Constant) and node.left.value == "a"
+    if isinstance(node, ast.JoinedStr) and len(node.values) == 2:
+        head, tail = node.values
+        return isinstance(head, ast.Constant) and head.value == "a" and isinstance(
+            tail, ast.FormattedValue
+        )
+    return False
 
 
 def modules() -> list[Path]:
