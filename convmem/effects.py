@@ -9,7 +9,8 @@ sync code and no method looked up by name.
 
 An ``Effect`` is one call in both forms: ``sync(*args, **kwargs)`` and
 ``await async_(*args, **kwargs)``; ``call`` builds one and lets mypy check that both
-forms take those arguments. Inside a flow, ``result = yield from do(effect)`` gives
+forms take those arguments (it settles for what the two forms share, so
+``tests/test_one_way_to_do_io.py`` pins that every pair is ``x.name, x.aname``). Inside a flow, ``result = yield from do(effect)`` gives
 the result its type. An exception raised by the I/O is thrown back into the flow at
 its ``yield``, so a flow handles what it expects (a version conflict, an unavailable
 record) where it happens; anything it does not handle leaves the driver unchanged.

@@ -101,3 +101,58 @@ def test_nothing_but_the_effects_module_steps_a_flow_or_dispatches_by_name() -> 
 def test_the_effects_module_is_where_flows_are_stepped() -> None:
     kinds = {kind for _, kind in findings((ROOT / DRIVER).read_text("utf-8"))}
     assert {"except StopIteration", ".send(", ".throw("} <= kinds
+
+
+def pair_takers(trees: list[ast.Module]) -> dict[str, int]:
+    """Functions taking a twin pair (parameters ``sync, async_``): name -> the pair's index
+    among the positional arguments of a call (``self`` not counted)."""
+    found = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [a.arg for a in node.args.posonlyargs + node.args.args]
+                names = names[1:] if names[:1] == ["self"] else names
+                for i, (first, second) in enumerate(zip(names, names[1:])):
+                    if (first, second) == ("sync", "async_"):
+                        found[node.name] = i
+    return found
+
+
+def mismatched_pairs(tree: ast.Module, takers: dict[str, int]) -> tuple[int, list[str]]:
+    """(pairs checked, pairs that are not ``x.name, x.aname``) among the calls of ``tree``."""
+    checked, wrong = 0, []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if name not in takers or len(node.args) < takers[name] + 2:
+            continue
+        sync, async_ = node.args[takers[name] : takers[name] + 2]
+        if not (isinstance(sync, ast.Attribute) and isinstance(async_, ast.Attribute)):
+            continue  # a pair passed on from the caller's own parameters
+        checked += 1
+        if ast.unparse(sync.value) != ast.unparse(async_.value) or async_.attr != "a" + sync.attr:
+            wrong.append(f"{node.lineno}: {ast.unparse(sync)}, {ast.unparse(async_)}")
+    return checked, wrong
+
+
+def test_every_effect_pairs_a_method_with_its_own_async_twin() -> None:
+    """mypy solves ``call(sync, async_, ...)``'s arguments from both forms at once and so
+    accepts two unrelated methods that happen to agree; this pins each pair written out
+    as ``x.name, x.aname`` (the same object, the twin's name)."""
+    trees = {p.relative_to(ROOT).as_posix(): ast.parse(p.read_text("utf-8")) for p in modules()}
+    takers = pair_takers(list(trees.values()))
+    assert {"call", "ask", "ask_on"} <= set(takers)
+    total, wrong = 0, []
+    for rel, tree in trees.items():
+        checked, bad = mismatched_pairs(tree, takers)
+        total += checked
+        wrong += [f"{rel}:{line}" for line in bad]
+    assert wrong == []
+    assert total > 40  # the façade's, the adapters' and the flows' effects, all seen
+
+
+def test_the_pair_check_sees_a_method_beside_another_methods_twin() -> None:
+    tree = ast.parse("call(s.tree, s.asearch, t)\ncall(s.tree, s.atree, t)\ncall(a.x, b.ax)\n")
+    assert mismatched_pairs(tree, {"call": 0}) == (3, ["1: s.tree, s.asearch", "3: a.x, b.ax"])
