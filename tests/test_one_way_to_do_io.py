@@ -12,6 +12,7 @@ string (``"a" + name``, ``f"a{name}"``), which mypy cannot check.
 from __future__ import annotations
 
 import ast
+import itertools
 from collections import Counter
 from pathlib import Path
 
@@ -112,7 +113,7 @@ def pair_takers(trees: list[ast.Module]) -> dict[str, int]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 names = [a.arg for a in node.args.posonlyargs + node.args.args]
                 names = names[1:] if names[:1] == ["self"] else names
-                for i, (first, second) in enumerate(zip(names, names[1:])):
+                for i, (first, second) in enumerate(itertools.pairwise(names)):
                     if (first, second) == ("sync", "async_"):
                         found[node.name] = i
     return found
