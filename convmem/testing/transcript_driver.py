@@ -6,8 +6,9 @@ event loop (async mode, under blockbuster, so a blocking call in an ``a*`` metho
 fails). The arguments are checked by mypy against the sync method's signature. The
 twin comes from ``TWINS``, each store method listed beside its async twin: mypy checks
 that each pair takes the same arguments and returns the same type, and
-``tests/transcript/test_store_twins.py`` that every method is listed with its own twin
-(no twin is looked up by name).
+``tests/transcript/test_store_twins.py`` that every method is listed with its own twin;
+the twin is then the store's own (a subclass's override included), never a name built
+from a string.
 """
 
 from __future__ import annotations
@@ -92,11 +93,21 @@ TWINS: dict[Sync, Async] = dict([
 ])
 
 
-def async_twin(method: Sync) -> Async:
-    """The async twin of a store method, bound or not (``TWINS``)."""
-    twin = TWINS.get(getattr(method, "__func__", method))
-    if twin is None:
+_TWIN_NAMES = {sync.__name__: twin.__name__ for sync, twin in TWINS.items()}
+
+
+def twin_name(method: Sync) -> str:
+    """The name ``TWINS`` lists beside ``method``'s; looked up on the store under test, it
+    is that store's own async twin (a backend's override included)."""
+    name = _TWIN_NAMES.get(getattr(method, "__name__", ""))
+    if name is None:
         raise TypeError(f"{method!r} is not a TranscriptStore method with an async twin")
+    return name
+
+
+def async_twin(store: TranscriptStore, method: Sync) -> Async:
+    """``store``'s async twin of ``method`` (see ``twin_name``)."""
+    twin: Async = getattr(store, twin_name(method))
     return twin
 
 
@@ -124,9 +135,9 @@ class TranscriptDriver:
             raise TypeError(f"{method!r} is not a method of the store under test")
         if self.mode == "sync":
             return await asyncio.to_thread(method, *args, **kwargs)
-        twin = async_twin(method)
+        twin = async_twin(self.store, method)
         assert inspect.iscoroutinefunction(twin), twin
-        result: T = await twin(self.store, *args, **kwargs)
+        result: T = await twin(*args, **kwargs)
         return result
 
     @property
@@ -164,10 +175,10 @@ class Api:
         fn: Sync = getattr(self.store, name)
         if self.loop is None:
             return fn
-        twin = async_twin(fn)
+        twin = async_twin(self.store, fn)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self.run(twin(self.store, *args, **kwargs))
+            return self.run(twin(*args, **kwargs))
 
         return call
 
@@ -179,7 +190,7 @@ class Api:
                 return [f.result() for f in futures]
 
         async def all_at_once() -> list[Any]:
-            twins = [async_twin(fn)(self.store, *a, **k) for fn, a, k in calls]
+            twins = [async_twin(self.store, fn)(*a, **k) for fn, a, k in calls]
             return list(await asyncio.gather(*twins))
 
         return list(self.run(all_at_once()))
@@ -251,5 +262,6 @@ __all__ = [
     "build_rich_thread",
     "rich_thread",
     "sha256",
+    "twin_name",
     "user",
 ]

@@ -97,7 +97,7 @@ def test_every_method_has_a_twin_with_the_same_signature_and_docstring() -> None
 def test_the_drivers_table_lists_every_method_with_its_own_twin() -> None:
     """``TranscriptDriver`` finds a twin in ``TWINS``, never by name: the table must list
     every method that has a twin, each beside its own."""
-    from convmem.testing.transcript_driver import TWINS, async_twin
+    from convmem.testing.transcript_driver import TWINS, twin_name
 
     methods = {n: f for n, f in _public(TranscriptStore).items() if callable(f)}
     syncs = {n for n, f in methods.items() if not inspect.iscoroutinefunction(f)} - SYNC_ONLY
@@ -106,4 +106,5 @@ def test_the_drivers_table_lists_every_method_with_its_own_twin() -> None:
     }
     assert all(methods[s.__name__] is s and methods[t.__name__] is t for s, t in TWINS.items())
     with pytest.raises(TypeError, match="not a TranscriptStore method with an async twin"):
-        async_twin(TranscriptStore.migrate)
+        twin_name(TranscriptStore.migrate)
+    assert twin_name(TranscriptStore.active_path) == "aactive_path"
