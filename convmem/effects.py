@@ -9,14 +9,18 @@ sync code and no method looked up by name.
 
 An ``Effect`` is one call in both forms: ``sync(*args, **kwargs)`` and
 ``await async_(*args, **kwargs)``; ``call`` builds one and lets mypy check that both
-forms take those arguments. Inside a flow, ``result = yield from do(effect)`` gives
+forms take those arguments (it settles for what the two forms share, so
+``tests/test_one_way_to_do_io.py`` pins that every pair is ``x.name, x.aname``). Inside a flow, ``result = yield from do(effect)`` gives
 the result its type. An exception raised by the I/O is thrown back into the flow at
 its ``yield``, so a flow handles what it expects (a version conflict, an unavailable
 record) where it happens; anything it does not handle leaves the driver unchanged.
 
 ``drive`` / ``adrive`` are the general form, for flows whose requests are not effects
 (the transcript's SQL statements, answered by a connection): they are the one place
-that steps a generator and catches its ``StopIteration``.
+that steps a generator and catches its ``StopIteration``. ``start`` takes a flow's
+first request (``Next``) or its value (``Done``) before it is driven, for a driver
+that chooses how to answer by what is asked first (the transcript store runs a lone
+statement outside a transaction); ``drive(flow, handle, started=...)`` goes on from it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,19 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
 
-__all__ = ["Effect", "Flow", "adrive", "aperform", "call", "do", "drive", "perform"]
+__all__ = [
+    "Done",
+    "Effect",
+    "Flow",
+    "Next",
+    "adrive",
+    "aperform",
+    "call",
+    "do",
+    "drive",
+    "perform",
+    "start",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -67,46 +83,80 @@ def do(effect: Effect[T]) -> Generator[Effect[T], Any, T]:
     return result
 
 
-def drive(flow: Generator[R, Any, T], handle: Callable[[R], Any]) -> T:
+@dataclass(frozen=True, slots=True)
+class Next(Generic[R]):
+    """A flow stopped at ``request``, waiting for its answer."""
+
+    request: R
+
+
+@dataclass(frozen=True, slots=True)
+class Done(Generic[T]):
+    """A flow that returned ``value``."""
+
+    value: T
+
+
+def _resume(flow: Generator[R, Any, T], answer: Any, error: Exception | None) -> Next[R] | Done[T]:
+    """Send ``answer`` into ``flow`` (or throw ``error`` at its ``yield``): where it stops next."""
+    try:
+        request = flow.send(answer) if error is None else flow.throw(error)
+    except StopIteration as stop:
+        value: T = stop.value
+        return Done(value)
+    return Next(request)
+
+
+def start(flow: Generator[R, Any, T]) -> Next[R] | Done[T]:
+    """Run ``flow`` to its first request (``Next``), or to its end if it asks for nothing.
+
+    For a driver that chooses how to answer by what is asked first; it then hands the
+    ``Next`` to ``drive``/``adrive`` as ``started``, and must close a flow it does not
+    drive after all.
+    """
+    return _resume(flow, None, None)
+
+
+def drive(
+    flow: Generator[R, Any, T], handle: Callable[[R], Any], *, started: Next[R] | None = None
+) -> T:
     """Run ``flow`` to its return value, answering each request with ``handle``.
 
     An exception from ``handle`` is thrown into the flow where it yielded; the flow is
-    closed however the run ends.
+    closed however the run ends. ``started``: the flow's first request, already taken
+    by ``start``.
     """
-    send: Any = None
-    error: Exception | None = None
     try:
-        while True:
+        step = started if started is not None else start(flow)
+        while isinstance(step, Next):
             try:
-                request = flow.send(send) if error is None else flow.throw(error)
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
-            send, error = None, None
-            try:
-                send = handle(request)
+                answer = handle(step.request)
             except Exception as exc:
-                error = exc
+                step = _resume(flow, None, exc)
+            else:
+                step = _resume(flow, answer, None)
+        return step.value
     finally:
         flow.close()
 
 
-async def adrive(flow: Generator[R, Any, T], handle: Callable[[R], Awaitable[Any]]) -> T:
+async def adrive(
+    flow: Generator[R, Any, T],
+    handle: Callable[[R], Awaitable[Any]],
+    *,
+    started: Next[R] | None = None,
+) -> T:
     """``drive`` with an awaitable ``handle``."""
-    send: Any = None
-    error: Exception | None = None
     try:
-        while True:
+        step = started if started is not None else start(flow)
+        while isinstance(step, Next):
             try:
-                request = flow.send(send) if error is None else flow.throw(error)
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
-            send, error = None, None
-            try:
-                send = await handle(request)
+                answer = await handle(step.request)
             except Exception as exc:
-                error = exc
+                step = _resume(flow, None, exc)
+            else:
+                step = _resume(flow, answer, None)
+        return step.value
     finally:
         flow.close()
 

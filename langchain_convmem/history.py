@@ -28,7 +28,8 @@ an investigator can still read every message. Real erasure is ``delete_thread()`
 transaction. Every method has a natively async twin (``aget_messages``,
 ``aadd_messages``, ``aclear``, ``adelete_thread``) on the store's async methods —
 no thread-pool wrappers. Sync and async share one flow per operation: generators
-that yield the store or memory calls they need, run by ``_run`` / ``_arun``.
+that yield the store or memory calls they need as typed effects
+(``convmem.effects.call``), run by ``perform`` / ``aperform``.
 
 Deprecation: langchain-core (1.6.4+) marks ``BaseChatMessageHistory`` deprecated
 with a decorator whose warning fires only when the decorated class itself is
@@ -42,13 +43,13 @@ the application's own call.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from convmem.effects import Flow, aperform, call, do, perform
 from convmem.errors import ConfigError
 from convmem.session import SessionMemory
 from convmem.transcript import DeletionReceipt, Message, TranscriptStore
@@ -59,46 +60,7 @@ from langchain_convmem.tool_results import tool_result
 
 View = Literal["record", "session"]
 VIEWS: tuple[str, ...] = ("record", "session")
-T = TypeVar("T")
 _WHO = "ConvMemChatMessageHistory"
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One store or memory call a flow needs: ``target.name(*args)`` or ``target.aname``."""
-
-    target: Any
-    name: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-_Flow = Generator[_Call, Any, T]
-
-
-def _run(flow: _Flow[T]) -> T:
-    """Drive a flow with the sync methods."""
-    try:
-        call = next(flow)
-        while True:
-            call = flow.send(getattr(call.target, call.name)(*call.args, **call.kwargs))
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    finally:
-        flow.close()
-
-
-async def _arun(flow: _Flow[T]) -> T:
-    """Drive a flow with the ``a``-prefixed async twins."""
-    try:
-        call = next(flow)
-        while True:
-            method = getattr(call.target, "a" + call.name)
-            call = flow.send(await method(*call.args, **call.kwargs))
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    finally:
-        flow.close()
 
 
 class ConvMemChatMessageHistory(BaseChatMessageHistory):
@@ -164,89 +126,92 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The record view: the active path. The session view: the session block."""
-        return _run(self._read())
+        return perform(self._read())
 
     async def aget_messages(self) -> list[BaseMessage]:
         """Async ``messages``."""
-        return await _arun(self._read())
+        return await aperform(self._read())
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Record the batch in one transaction (all checked before anything is written)."""
-        _run(self._add(messages))
+        perform(self._add(messages))
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Async ``add_messages``."""
-        await _arun(self._add(messages))
+        await aperform(self._add(messages))
 
     def clear(self) -> None:
         """Empty the active path; the record keeps every message (``delete_thread`` erases)."""
-        _run(self._clear())
+        perform(self._clear())
 
     async def aclear(self) -> None:
         """Async ``clear``."""
-        await _arun(self._clear())
+        await aperform(self._clear())
 
     # ------------------------------------------------------------------ beyond LangChain
 
     def delete_thread(self) -> DeletionReceipt:
         """Erase the thread and everything of it (the store's ``delete_thread``)."""
-        return _run(self._delete())
+        return perform(self._delete())
 
     async def adelete_thread(self) -> DeletionReceipt:
         """Async ``delete_thread``."""
-        return await _arun(self._delete())
+        return await aperform(self._delete())
 
     def thread_id(self) -> str:
         """The transcript thread ``key`` names for this tenant (created on first use)."""
-        return _run(self._thread())
+        return perform(self._thread())
 
     async def athread_id(self) -> str:
         """Async ``thread_id``."""
-        return await _arun(self._thread())
+        return await aperform(self._thread())
 
     # ------------------------------------------------------------------ flows (sync and async)
 
-    def _thread(self) -> _Flow[str]:
+    def _thread(self) -> Flow[str]:
         if self._thread_id is None:
-            thread = yield _Call(self.store, "get_or_create_thread", (self.tenant, self.key))
+            s = self.store
+            thread = yield from do(
+                call(s.get_or_create_thread, s.aget_or_create_thread, self.tenant, self.key)
+            )
             self._thread_id = thread.id
         return self._thread_id
 
-    def _read(self) -> _Flow[list[BaseMessage]]:
+    def _read(self) -> Flow[list[BaseMessage]]:
         if self.view == "session":
             assert self.memory is not None
-            block = yield _Call(self.memory, "block", (self.key,))
+            block = yield from do(call(self.memory.block, self.memory.ablock, self.key))
             return [SystemMessage(content=block)] if block else []
         thread_id = yield from self._thread()
-        path: list[Message] = yield _Call(self.store, "active_path", (self.tenant, thread_id))
+        s = self.store
+        path = yield from do(call(s.active_path, s.aactive_path, self.tenant, thread_id))
         blobs: dict[str, bytes] = {}
         for sha in attachment_digests(path):
-            blobs[sha] = yield _Call(self.store, "get_attachment", (self.tenant, sha))
+            blobs[sha] = yield from do(call(s.get_attachment, s.aget_attachment, self.tenant, sha))
         return [from_record(record, blobs) for record in path]
 
-    def _add(self, messages: Sequence[BaseMessage]) -> _Flow[None]:
+    def _add(self, messages: Sequence[BaseMessage]) -> Flow[None]:
         batch = list(messages)
         records = [to_record(m) for m in batch]
         if not records:
             return
         thread_id = yield from self._thread()
-        stored: list[Message] = yield _Call(
-            self.store, "append", (self.tenant, thread_id, records)
-        )
+        s = self.store
+        stored = yield from do(call(s.append, s.aappend, self.tenant, thread_id, records))
         if self.view == "session":
             yield from self._drive_session(batch, stored)
 
-    def _clear(self) -> _Flow[None]:
+    def _clear(self) -> Flow[None]:
         thread_id = yield from self._thread()
-        yield _Call(self.store, "set_active_leaf", (self.tenant, thread_id, None))
+        s = self.store
+        yield from do(call(s.set_active_leaf, s.aset_active_leaf, self.tenant, thread_id, None))
         if self.view == "session":
             yield from self._reset_session()
 
-    def _delete(self) -> _Flow[DeletionReceipt]:
+    def _delete(self) -> Flow[DeletionReceipt]:
         thread_id = yield from self._thread()
-        receipt: DeletionReceipt = yield _Call(
-            self.store, "delete_thread", (self.tenant, thread_id)
-        )
+        s = self.store
+        receipt = yield from do(call(s.delete_thread, s.adelete_thread, self.tenant, thread_id))
         self._thread_id = None
         if self.memory is not None:
             yield from self._reset_session()
@@ -258,7 +223,7 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
 
     def _drive_session(
         self, messages: Sequence[BaseMessage], stored: Sequence[Message]
-    ) -> _Flow[None]:
+    ) -> Flow[None]:
         """Replay the recorded batch into the session state, in order.
 
         A ``HumanMessage`` begins a turn (``begin_turn(key, text, message_id=<its
@@ -268,29 +233,30 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
         (``end_turn(key, answer=text)``). The messages are already recorded: the
         memory is not asked to write them again.
         """
-        assert self.memory is not None
+        memory = self.memory
+        assert memory is not None
         calls: dict[str, tuple[str, dict[str, Any]]] = {}
         for message, record in zip(messages, stored, strict=True):
             if isinstance(message, HumanMessage):
-                yield _Call(
-                    self.memory,
-                    "begin_turn",
-                    (self.key, question_text(message)),
-                    {"message_id": record.id},
-                )
+                question = question_text(message)
+                yield from do(call(
+                    memory.begin_turn, memory.abegin_turn, self.key, question, message_id=record.id
+                ))
             elif isinstance(message, AIMessage):
-                for call in message.tool_calls:
-                    if call.get("id"):
-                        calls[str(call["id"])] = (call["name"], dict(call["args"]))
+                for tool_call in message.tool_calls:
+                    if tool_call.get("id"):
+                        calls[str(tool_call["id"])] = (tool_call["name"], dict(tool_call["args"]))
                 if not message.tool_calls:
-                    answer = {"answer": message.text or None}
-                    yield _Call(self.memory, "end_turn", (self.key,), answer)
+                    answer = message.text or None
+                    yield from do(call(memory.end_turn, memory.aend_turn, self.key, answer=answer))
             elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
                 name, args = calls[message.tool_call_id]
                 outcome = tool_result(message)
-                yield _Call(self.memory, "record_tool", (self.key, name, args, outcome))
+                yield from do(call(
+                    memory.record_tool, memory.arecord_tool, self.key, name, args, outcome
+                ))
 
-    def _reset_session(self) -> _Flow[None]:
+    def _reset_session(self) -> Flow[None]:
         """``clear()`` in the session view and ``delete_thread()``: the state starts over."""
         assert self.memory is not None
-        yield _Call(self.memory, "reset", (self.key,))
+        yield from do(call(self.memory.reset, self.memory.areset, self.key))

@@ -1,29 +1,29 @@
-"""Chat-store operations as plans: the one place the record view's decisions live.
+"""Chat-store operations as flows: the one place the record view's decisions live.
 
-Each operation is written once, as a generator of calls (``Call``: a target, a
-method name and arguments), and driven by ``drive`` (the sync methods) or ``adrive``
-(the ``a``-prefixed twins), so sync and async share every decision and only the I/O
-differs. ``RecordOps`` holds the record view's operations over one tenant of a
-``TranscriptStore`` (semantics: ``llamaindex_convmem.chat_store``); the session view
+Each operation is written once, as a flow (``convmem.effects``): a generator that
+yields the store calls it needs as typed effects (``effects.call(store.x, store.ax,
+...)``, checked by mypy in both forms) and is run by ``perform`` (the sync methods)
+or ``aperform`` (their async twins), so sync and async share every decision and only
+the I/O differs. ``RecordOps`` holds the record view's operations over one tenant of
+a ``TranscriptStore`` (semantics: ``llamaindex_convmem.chat_store``); the session view
 (``llamaindex_convmem.session_store``) builds on it for everything it records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Concatenate, ParamSpec, TypeVar
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store.base_db import MessageStatus
 
+from convmem.effects import Flow, call, do
 from convmem.errors import ConfigError
 from convmem.identity import check_thread_id
 from convmem.transcript import (
     DeletionReceipt,
     Message,
     NewMessage,
-    Thread,
     ThreadNotFound,
     TranscriptStore,
 )
@@ -31,57 +31,8 @@ from convmem.transcript.framework_records import attachment_digests
 from llamaindex_convmem._records import same_record, to_chat_message, to_new_message
 
 T = TypeVar("T")
+P = ParamSpec("P")
 _CACHE_LIMIT = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One call a plan needs: ``target.name(*args)`` (sync) / ``target.aname`` (async).
-
-    The target is the ``TranscriptStore`` (record operations) or, in the session view,
-    the ``SessionMemory`` whose state the writes drive."""
-
-    target: Any
-    name: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-Plan = Generator[Call, Any, T]
-
-
-def drive(plan: Plan[T]) -> T:
-    """Run a plan with the sync methods (their exceptions go back into it)."""
-    try:
-        call = next(plan)
-        while True:
-            try:
-                result = getattr(call.target, call.name)(*call.args, **call.kwargs)
-            except Exception as exc:  # handed to the plan, which may retry or re-raise
-                call = plan.throw(exc)
-            else:
-                call = plan.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    finally:
-        plan.close()
-
-
-async def adrive(plan: Plan[T]) -> T:
-    """Run a plan with the async twins."""
-    try:
-        call = next(plan)
-        while True:
-            try:
-                result = await getattr(call.target, "a" + call.name)(*call.args, **call.kwargs)
-            except Exception as exc:
-                call = plan.throw(exc)
-            else:
-                call = plan.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    finally:
-        plan.close()
 
 
 def masked_url(store: TranscriptStore) -> str:
@@ -90,7 +41,7 @@ def masked_url(store: TranscriptStore) -> str:
 
 
 class RecordOps:
-    """Every chat-store operation as a plan over one tenant of a ``TranscriptStore``."""
+    """Every chat-store operation as a flow over one tenant of a ``TranscriptStore``."""
 
     def __init__(self, store: TranscriptStore, tenant: str) -> None:
         if not isinstance(store, TranscriptStore):
@@ -105,18 +56,32 @@ class RecordOps:
 
     # ------------------------------------------------------------ plumbing
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> Call:
-        return Call(self.store, name, (self.tenant, *args), kwargs)
+    def ask(
+        self,
+        sync: Callable[Concatenate[str, P], T],
+        async_: Callable[Concatenate[str, P], Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Flow[T]:
+        """``store.x(tenant, *args)`` or its twin ``store.ax``: one call of this tenant."""
+        return (yield from do(call(sync, async_, self.tenant, *args, **kwargs)))
 
-    def call_on(self, key: str, name: str, *args: Any, **kwargs: Any) -> Plan[Any]:
-        """``store.<name>(tenant, <key's thread>, *args)`` (a deleted thread is renewed)."""
+    def ask_on(
+        self,
+        key: str,
+        sync: Callable[Concatenate[str, str, P], T],
+        async_: Callable[Concatenate[str, str, P], Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Flow[T]:
+        """``store.x(tenant, <key's thread>, *args)`` (a deleted thread is renewed)."""
 
-        def body(tid: str) -> Plan[Any]:
-            return (yield self.call(name, tid, *args, **kwargs))
+        def body(tid: str) -> Flow[T]:
+            return (yield from self.ask(sync, async_, tid, *args, **kwargs))
 
-        return self.on_thread(key, body)
+        return (yield from self.on_thread(key, body))
 
-    def on_thread(self, key: str, body: Callable[[str], Plan[T]]) -> Plan[T]:
+    def on_thread(self, key: str, body: Callable[[str], Flow[T]]) -> Flow[T]:
         """Run ``body(thread_id)`` for ``key``; a cached id whose thread was deleted is renewed."""
         check_thread_id(key, "chat store key")
         cached = self._ids.get(key)
@@ -132,33 +97,34 @@ class RecordOps:
             tid = yield from self._resolve(key)
             return (yield from body(tid))
 
-    def _resolve(self, key: str) -> Plan[str]:
-        thread: Thread = yield self.call("get_or_create_thread", key)
+    def _resolve(self, key: str) -> Flow[str]:
+        s = self.store
+        thread = yield from self.ask(s.get_or_create_thread, s.aget_or_create_thread, key)
         if len(self._ids) >= _CACHE_LIMIT:
             self._ids.clear()
         self._ids[key] = thread.id
         return thread.id
 
-    def chats(self, records: Sequence[Message]) -> Plan[list[ChatMessage]]:
+    def chats(self, records: Sequence[Message]) -> Flow[list[ChatMessage]]:
         blobs: dict[str, bytes] = {}
         for sha in attachment_digests(records):
-            blobs[sha] = yield self.call("get_attachment", sha)
+            blobs[sha] = yield from self.ask(self.store.get_attachment, self.store.aget_attachment, sha)
         return [to_chat_message(rec, blobs) for rec in records]
 
-    def path(self, tid: str, *, archived: bool = True) -> Plan[list[Message]]:
-        path: list[Message] = yield self.call("active_path", tid, include_archived=archived)
-        return path
+    def path(self, tid: str, *, archived: bool = True) -> Flow[list[Message]]:
+        s = self.store
+        return (yield from self.ask(s.active_path, s.aactive_path, tid, include_archived=archived))
 
-    def marked_path(self, tid: str) -> Plan[tuple[list[Message], int]]:
+    def marked_path(self, tid: str) -> Flow[tuple[list[Message], int]]:
         """The active path and how many of its first messages are archived."""
-        thread: Thread = yield self.call("get_thread", tid)
+        thread = yield from self.ask(self.store.get_thread, self.store.aget_thread, tid)
         path = yield from self.path(tid)
         return path, sum(1 for m in path if m.seq <= thread.archived_seq)
 
     def replace(
         self, tid: str, old: Sequence[Message], old_archived: int, new: Sequence[NewMessage],
         archived: int,
-    ) -> Plan[list[Message]]:
+    ) -> Flow[list[Message]]:
         """Make the active path ``new`` (its first ``archived`` messages archived).
 
         ``rebase_path`` reuses the longest common prefix; if that prefix would bring
@@ -168,21 +134,22 @@ class RecordOps:
         common = 0
         while common < min(len(old), len(new)) and same_record(new[common], old[common]):
             common += 1
+        s = self.store
         if min(common, old_archived) > archived:
-            yield self.call("set_active_leaf", tid, None)
-        path: list[Message] = yield self.call("rebase_path", tid, list(new))
+            yield from self.ask(s.set_active_leaf, s.aset_active_leaf, tid, None)
+        path = yield from self.ask(s.rebase_path, s.arebase_path, tid, list(new))
         if archived:
-            yield self.call("archive_through", tid, path[archived - 1].seq)
+            yield from self.ask(s.archive_through, s.aarchive_through, tid, path[archived - 1].seq)
         return path
 
-    def thread(self, key: str) -> Plan[str]:
+    def thread(self, key: str) -> Flow[str]:
         """The transcript thread holding ``key`` (created on first use)."""
-        return (yield from self.on_thread(key, identity_plan))
+        return (yield from self.on_thread(key, identity_flow))
 
-    def delete_thread(self, key: str) -> Plan[DeletionReceipt]:
+    def delete_thread(self, key: str) -> Flow[DeletionReceipt]:
         """Erase the key's thread (``TranscriptStore.delete_thread``); the key then names a
         fresh thread."""
-        receipt: DeletionReceipt = yield from self.call_on(key, "delete_thread")
+        receipt = yield from self.ask_on(key, self.store.delete_thread, self.store.adelete_thread)
         self.forget(key)
         return receipt
 
@@ -190,7 +157,7 @@ class RecordOps:
         """Drop the cached thread id of ``key`` (its thread was erased)."""
         self._ids.pop(key, None)
 
-    def history(self, key: str) -> Plan[list[ChatMessage]]:
+    def history(self, key: str) -> Flow[list[ChatMessage]]:
         """The key's active path: the conversation as recorded."""
         return (yield from self.get_messages(key))
 
@@ -199,8 +166,8 @@ class RecordOps:
     def get_messages(
         self, key: str, status: MessageStatus | None = None,
         limit: int | None = None, offset: int | None = None,
-    ) -> Plan[list[ChatMessage]]:
-        def body(tid: str) -> Plan[list[ChatMessage]]:
+    ) -> Flow[list[ChatMessage]]:
+        def body(tid: str) -> Flow[list[ChatMessage]]:
             if status == MessageStatus.ARCHIVED:
                 path, n = yield from self.marked_path(tid)
                 records = path[:n]
@@ -213,8 +180,8 @@ class RecordOps:
 
         return (yield from self.on_thread(key, body))
 
-    def count_messages(self, key: str, status: MessageStatus | None) -> Plan[int]:
-        def body(tid: str) -> Plan[int]:
+    def count_messages(self, key: str, status: MessageStatus | None) -> Flow[int]:
+        def body(tid: str) -> Flow[int]:
             if status == MessageStatus.ARCHIVED:
                 _, n = yield from self.marked_path(tid)
                 return n
@@ -222,8 +189,8 @@ class RecordOps:
 
         return (yield from self.on_thread(key, body))
 
-    def get_keys(self) -> Plan[list[str]]:
-        threads: list[Thread] = yield self.call("list_threads")
+    def get_keys(self) -> Flow[list[str]]:
+        threads = yield from self.ask(self.store.list_threads, self.store.alist_threads)
         live = [t for t in threads if t.key is not None and t.active_leaf is not None]
         live.sort(key=lambda t: (t.created_at, t.id))
         return [t.key for t in live if t.key is not None]
@@ -233,11 +200,11 @@ class RecordOps:
     def add(
         self, key: str, messages: Sequence[ChatMessage], status: MessageStatus,
         idx: int | None = None,
-    ) -> Plan[None]:
+    ) -> Flow[None]:
         """Append (one transaction), or insert at position ``idx`` of the active path."""
         new = [to_new_message(m) for m in messages]
 
-        def body(tid: str) -> Plan[None]:
+        def body(tid: str) -> Flow[None]:
             if not new:
                 return
             if idx is not None:
@@ -256,43 +223,45 @@ class RecordOps:
                         "add_message(status=ARCHIVED): the key has active messages; the "
                         "archive is the path's prefix, so archived messages cannot follow them"
                     )
-            added: list[Message] = yield self.call("append", tid, new)
+            s = self.store
+            added = yield from self.ask(s.append, s.aappend, tid, new)
             if status == MessageStatus.ARCHIVED:
-                yield self.call("archive_through", tid, added[-1].seq)
+                yield from self.ask(s.archive_through, s.aarchive_through, tid, added[-1].seq)
 
         return (yield from self.on_thread(key, body))
 
-    def set(self, key: str, messages: Sequence[ChatMessage], status: MessageStatus) -> Plan[None]:
+    def set(self, key: str, messages: Sequence[ChatMessage], status: MessageStatus) -> Flow[None]:
         new = [to_new_message(m) for m in messages]
 
-        def body(tid: str) -> Plan[None]:
+        def body(tid: str) -> Flow[None]:
             path, n = yield from self.marked_path(tid)
             archived = len(new) if status == MessageStatus.ARCHIVED else 0
             yield from self.replace(tid, path, n, new, archived)
 
         return (yield from self.on_thread(key, body))
 
-    def clear(self, key: str) -> Plan[list[ChatMessage] | None]:
+    def clear(self, key: str) -> Flow[list[ChatMessage] | None]:
         """Empty the active path; the removed messages (``None`` if there were none)."""
 
-        def body(tid: str) -> Plan[list[ChatMessage] | None]:
+        def body(tid: str) -> Flow[list[ChatMessage] | None]:
             path = yield from self.path(tid)
             if not path:
                 return None
             chats = yield from self.chats(path)
-            yield self.call("set_active_leaf", tid, None)
+            yield from self.ask(self.store.set_active_leaf, self.store.aset_active_leaf, tid, None)
             return chats
 
         return (yield from self.on_thread(key, body))
 
-    def delete_status(self, key: str, status: MessageStatus) -> Plan[None]:
+    def delete_status(self, key: str, status: MessageStatus) -> Flow[None]:
         """Remove only the archived prefix or only the active rest of the path."""
 
-        def body(tid: str) -> Plan[None]:
+        def body(tid: str) -> Flow[None]:
             path, n = yield from self.marked_path(tid)
             if status == MessageStatus.ACTIVE:
                 if n < len(path):
-                    yield self.call("set_active_leaf", tid, path[n - 1].id if n else None)
+                    s, leaf = self.store, path[n - 1].id if n else None
+                    yield from self.ask(s.set_active_leaf, s.aset_active_leaf, tid, leaf)
                 return
             if n:
                 rest = [again(m) for m in path[n:]]
@@ -300,10 +269,10 @@ class RecordOps:
 
         return (yield from self.on_thread(key, body))
 
-    def delete_at(self, key: str, idx: int) -> Plan[ChatMessage | None]:
+    def delete_at(self, key: str, idx: int) -> Flow[ChatMessage | None]:
         """Remove position ``idx`` of the active path (``None`` if out of range)."""
 
-        def body(tid: str) -> Plan[ChatMessage | None]:
+        def body(tid: str) -> Flow[ChatMessage | None]:
             path, n = yield from self.marked_path(tid)
             if not 0 <= idx < len(path):
                 return None
@@ -314,23 +283,24 @@ class RecordOps:
 
         return (yield from self.on_thread(key, body))
 
-    def delete_last(self, key: str) -> Plan[ChatMessage | None]:
+    def delete_last(self, key: str) -> Flow[ChatMessage | None]:
         """Step the active leaf back by one; the message it left (``None`` if empty)."""
 
-        def body(tid: str) -> Plan[ChatMessage | None]:
+        def body(tid: str) -> Flow[ChatMessage | None]:
             path = yield from self.path(tid)
             if not path:
                 return None
             (last,) = yield from self.chats(path[-1:])
-            yield self.call("set_active_leaf", tid, path[-1].parent_id)
+            s, leaf = self.store, path[-1].parent_id
+            yield from self.ask(s.set_active_leaf, s.aset_active_leaf, tid, leaf)
             return last
 
         return (yield from self.on_thread(key, body))
 
-    def delete_oldest(self, key: str, n: int) -> Plan[list[ChatMessage]]:
+    def delete_oldest(self, key: str, n: int) -> Flow[list[ChatMessage]]:
         """Remove the ``n`` oldest active messages from the path; returns them."""
 
-        def body(tid: str) -> Plan[list[ChatMessage]]:
+        def body(tid: str) -> Flow[list[ChatMessage]]:
             path, archived = yield from self.marked_path(tid)
             gone = path[archived : archived + max(n, 0)]
             if not gone:
@@ -341,21 +311,23 @@ class RecordOps:
 
         return (yield from self.on_thread(key, body))
 
-    def archive_oldest(self, key: str, n: int) -> Plan[list[ChatMessage]]:
+    def archive_oldest(self, key: str, n: int) -> Flow[list[ChatMessage]]:
         """Move the watermark past the ``n`` oldest active messages; returns them."""
 
-        def body(tid: str) -> Plan[list[ChatMessage]]:
+        def body(tid: str) -> Flow[list[ChatMessage]]:
             active = yield from self.path(tid, archived=False)
             target = active[: max(n, 0)]
             if not target:
                 return []
-            yield self.call("archive_through", tid, target[-1].seq)
+            s = self.store
+            yield from self.ask(s.archive_through, s.aarchive_through, tid, target[-1].seq)
             return (yield from self.chats(target))
 
         return (yield from self.on_thread(key, body))
 
 
-def identity_plan(tid: str) -> Plan[str]:
+def identity_flow(tid: str) -> Flow[str]:
+    """The flow that asks for nothing and returns the thread id (``RecordOps.thread``)."""
     yield from ()
     return tid
 

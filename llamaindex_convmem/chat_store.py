@@ -32,8 +32,9 @@ session block and the current turn — instead of the history, and writes drive 
 session state as well as the record (``llamaindex_convmem.session_store``). The
 tenant is the memory's.
 
-The operations live in ``_record_ops`` / ``session_store`` as plans driven by the
-sync methods or by their native async twins; these classes only pick the view.
+The operations live in ``_record_ops`` / ``session_store`` as flows of typed effects
+(``convmem.effects``), run by ``perform`` on the sync methods or by ``aperform`` on
+their native async twins; these classes only pick the view.
 """
 
 from __future__ import annotations
@@ -50,11 +51,12 @@ from llama_index.core.bridge.pydantic import (
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
 
+from convmem.effects import Flow, aperform, perform
 from convmem.errors import ConfigError
 from convmem.session import SessionMemory
 from convmem.transcript import DeletionReceipt, TranscriptStore
 from llamaindex_convmem._component import pickled_by_reference, traced
-from llamaindex_convmem._record_ops import Plan, RecordOps, adrive, drive, masked_url
+from llamaindex_convmem._record_ops import RecordOps, masked_url
 from llamaindex_convmem.session_store import SessionOps
 
 T = TypeVar("T")
@@ -187,11 +189,11 @@ class ConvMemChatStore(BaseChatStore):
         """The record behind this store (for export, redaction, erasure, branches)."""
         return self._ops.store
 
-    def _run(self, plan: Plan[T]) -> T:
-        return drive(plan)
+    def _run(self, flow: Flow[T]) -> T:
+        return perform(flow)
 
-    async def _arun(self, plan: Plan[T]) -> T:
-        return await adrive(plan)
+    async def _arun(self, flow: Flow[T]) -> T:
+        return await aperform(flow)
 
     def thread_id(self, key: str) -> str:
         """The transcript thread holding ``key`` (created on first use)."""
@@ -331,12 +333,12 @@ class ConvMemDBChatStore(AsyncDBChatStore):
         """The record behind this store."""
         return self._ops.store
 
-    async def _arun(self, plan: Plan[T]) -> T:
-        return await adrive(plan)
+    async def _arun(self, flow: Flow[T]) -> T:
+        return await aperform(flow)
 
     def thread_id(self, key: str) -> str:
         """The transcript thread holding ``key`` (created on first use)."""
-        return drive(self._ops.thread(key))
+        return perform(self._ops.thread(key))
 
     async def athread_id(self, key: str) -> str:
         """Async ``thread_id``."""
@@ -344,7 +346,7 @@ class ConvMemDBChatStore(AsyncDBChatStore):
 
     def delete_thread(self, key: str) -> DeletionReceipt | None:
         """Erase ``key``'s thread (and, in the session view, its session state)."""
-        return drive(self._ops.delete_thread(key))
+        return perform(self._ops.delete_thread(key))
 
     async def adelete_thread(self, key: str) -> DeletionReceipt | None:
         return await self._arun(self._ops.delete_thread(key))

@@ -62,6 +62,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.storage.chat_store.base_db import MessageStatus
 
+from convmem.effects import Flow, aperform, call, do, perform
 from convmem.errors import ConfigError, ConvMemError, TranscriptUnavailable
 from convmem.identity import check_thread_id
 from convmem.session import (
@@ -80,7 +81,7 @@ from convmem.transcript import (
     ThreadNotFound,
     TranscriptStore,
 )
-from llamaindex_convmem._record_ops import Call, Plan, RecordOps, adrive, again, drive
+from llamaindex_convmem._record_ops import RecordOps, again
 from llamaindex_convmem._records import same_record, to_new_message
 from llamaindex_convmem._session_view import (
     ACTIVE,
@@ -105,7 +106,7 @@ _CACHE_LIMIT = 4096
 
 
 class SessionOps:
-    """The session view's operations, as plans (same names as ``RecordOps``)."""
+    """The session view's operations, as flows (same names as ``RecordOps``)."""
 
     def __init__(
         self,
@@ -151,18 +152,16 @@ class SessionOps:
     def tenant(self) -> str:
         return self.record.tenant
 
-    def _st(self, name: str, *args: Any, **kwargs: Any) -> Call:
-        return Call(self.state, name, args, kwargs)
 
     # ------------------------------------------------------------ the view
 
-    def _view(self, key: str, *, serve: bool) -> Plan[SessionView]:
+    def _view(self, key: str, *, serve: bool) -> Flow[SessionView]:
         """What the model should see for ``key`` now; ``serve``: this read is sent (it
         writes commit point 1 on the turn's first one)."""
         check_thread_id(key, "chat store key")
         turn = self._turns.get(key)
         if turn is None:
-            state: SessionState | None = yield self._st("get_state", key)
+            state = yield from do(call(self.state.get_state, self.state.aget_state, key))
             block = block_for(state) if state is not None else ""
             if serve:
                 if len(self._idle) >= _CACHE_LIMIT:
@@ -185,11 +184,12 @@ class SessionOps:
             yield from self._commit_input(key, turn, block, started.state, sent)
         return SessionView(system, items, turn.archived, turn.dropped)
 
-    def _begin(self, key: str, turn: OpenTurn) -> Plan[Clarification | TurnContext]:
+    def _begin(self, key: str, turn: OpenTurn) -> Flow[Clarification | TurnContext]:
         """The turn's current context (idempotent per message: a tool's focus shows)."""
-        started: Clarification | TurnContext = yield self._st(
-            "begin_turn", key, turn.question, message_id=turn.message_id
-        )
+        st = self.state
+        started = yield from do(call(
+            st.begin_turn, st.abegin_turn, key, turn.question, message_id=turn.message_id
+        ))
         turn.started = started
         if isinstance(started, TurnContext) and started.rewritten:
             turn.aliases.add(started.rewritten)
@@ -200,23 +200,23 @@ class SessionOps:
     def get_messages(
         self, key: str, status: MessageStatus | None = None,
         limit: int | None = None, offset: int | None = None,
-    ) -> Plan[list[ChatMessage]]:
+    ) -> Flow[list[ChatMessage]]:
         view = yield from self._view(key, serve=True)
         out = view.select(status)[offset or 0 :]
         return out if limit is None else out[:limit]
 
-    def count_messages(self, key: str, status: MessageStatus | None) -> Plan[int]:
+    def count_messages(self, key: str, status: MessageStatus | None) -> Flow[int]:
         view = yield from self._view(key, serve=False)
         return len(view.select(status))
 
-    def get_keys(self) -> Plan[list[str]]:
+    def get_keys(self) -> Flow[list[str]]:
         return (yield from self.record.get_keys())
 
-    def history(self, key: str) -> Plan[list[ChatMessage]]:
+    def history(self, key: str) -> Flow[list[ChatMessage]]:
         """The conversation as recorded (the key's active path), for a UI or an export."""
         return (yield from self.record.history(key))
 
-    def thread(self, key: str) -> Plan[str]:
+    def thread(self, key: str) -> Flow[str]:
         return (yield from self.record.thread(key))
 
     # ------------------------------------------------------------ writes
@@ -224,7 +224,7 @@ class SessionOps:
     def add(
         self, key: str, messages: Sequence[ChatMessage], status: MessageStatus = ACTIVE,
         idx: int | None = None,
-    ) -> Plan[None]:
+    ) -> Flow[None]:
         """Record and drive the state, message by message (all checked before any write)."""
         check_thread_id(key, "chat store key")
         if idx is not None:
@@ -257,12 +257,13 @@ class SessionOps:
 
     def _open(
         self, key: str, message: ChatMessage, new: NewMessage, *, stored: bool
-    ) -> Plan[OpenTurn]:
+    ) -> Flow[OpenTurn]:
         text = message_text(message)
         question, message_id = state_question(text), uuid.uuid4().hex
-        started: Clarification | TurnContext = yield self._st(
-            "begin_turn", key, question, message_id=message_id
-        )
+        st = self.state
+        started = yield from do(call(
+            st.begin_turn, st.abegin_turn, key, question, message_id=message_id
+        ))
         stale = self._idle.pop(key, None) if stored else None
         turn = OpenTurn(message, new, question, message_id, stored, stale, started, {text, question})
         if isinstance(started, TurnContext) and started.rewritten:
@@ -270,27 +271,31 @@ class SessionOps:
         self._turns[key] = turn
         return turn
 
-    def _step(self, key: str, turn: OpenTurn, message: ChatMessage, new: NewMessage) -> Plan[None]:
+    def _step(self, key: str, turn: OpenTurn, message: ChatMessage, new: NewMessage) -> Flow[None]:
         """A tool call, a tool result or another message inside the turn."""
         turn.steps.append((message, new))
         if message.role == MessageRole.ASSISTANT:
             turn.calls.update(tool_calls(message))
             return
         call_id = message.additional_kwargs.get("tool_call_id")
-        call = turn.calls.get(call_id) if isinstance(call_id, str) else None
-        if message.role == MessageRole.TOOL and call is not None:
-            name, args = call
-            yield self._st("record_tool", key, name, args, tool_result(message), call_id=call_id)
+        tool = turn.calls.get(call_id) if isinstance(call_id, str) else None
+        if message.role == MessageRole.TOOL and tool is not None:
+            name, args = tool
+            st, outcome = self.state, tool_result(message)
+            yield from do(call(
+                st.record_tool, st.arecord_tool, key, name, args, outcome, call_id=call_id
+            ))
 
-    def _answer(self, key: str, turn: OpenTurn, message: ChatMessage, new: NewMessage) -> Plan[None]:
+    def _answer(self, key: str, turn: OpenTurn, message: ChatMessage, new: NewMessage) -> Flow[None]:
         """Commit point 2 (and 1 when the engine read before it wrote), then end the turn."""
         if not turn.input_done and turn.stale is not None:
             yield from self._commit_input(key, turn, turn.stale.block, turn.stale.state, None)
         yield from self._commit_rest(key, turn, [*(n for _, n in turn.steps), new])
         self._turns.pop(key, None)  # only now: a failed write leaves the turn to retry
-        yield self._st("end_turn", key, answer=message_text(message) or None)
+        answer = message_text(message) or None
+        yield from do(call(self.state.end_turn, self.state.aend_turn, key, answer=answer))
 
-    def _flush(self, key: str, turn: OpenTurn) -> Plan[None]:
+    def _flush(self, key: str, turn: OpenTurn) -> Flow[None]:
         """Record an open turn that ends unanswered (a new question, a reset, a new history)."""
         if turn.record is None or turn.steps:
             yield from self._commit_rest(key, turn, [n for _, n in turn.steps])
@@ -303,7 +308,7 @@ class SessionOps:
 
     def _commit_input(
         self, key: str, turn: OpenTurn, block: str, state: SessionState | None, sent: str | None
-    ) -> Plan[None]:
+    ) -> Flow[None]:
         """Commit point 1: the user message and what the model is about to receive."""
         system_prompt, model = self._described.get(key, (self.system_prompt, None))
         model_input = ModelInput(
@@ -314,36 +319,40 @@ class SessionOps:
         )
         user = self._user_record(turn, sent)
         try:
-            turn.record = yield from self.record.call_on(
-                key, "begin_turn_record", user, model_input
+            turn.record = yield from self.record.ask_on(
+                key, self.store.begin_turn_record, self.store.abegin_turn_record, user, model_input
             )
         except TranscriptUnavailable as exc:
             self._unrecorded(key, "commit point 1 (user message and model input)", exc)
         turn.input_done = True
 
-    def _commit_rest(self, key: str, turn: OpenTurn, messages: list[NewMessage]) -> Plan[None]:
+    def _commit_rest(self, key: str, turn: OpenTurn, messages: list[NewMessage]) -> Flow[None]:
         """Commit point 2 after commit point 1; without it (no model saw this store's view,
         or point 1 was skipped) the user message goes first in the same transaction."""
         try:
             if turn.record is not None:
                 rec = turn.record
-                yield self.record.call("complete_turn", rec.thread_id, rec.turn_id, messages)
+                yield from self.record.ask(
+                    self.store.complete_turn, self.store.acomplete_turn,
+                    rec.thread_id, rec.turn_id, messages,
+                )
             else:
                 user = self._user_record(turn, None)
-                yield from self.record.call_on(key, "append", [user, *messages])
+                batch = [user, *messages]
+                yield from self.record.ask_on(key, self.store.append, self.store.aappend, batch)
         except ThreadNotFound:
             log.warning("chat store key %r: its record was deleted during the turn; "
                         "the rest of the turn is not recorded", key)
         except TranscriptUnavailable as exc:
             self._unrecorded(key, "commit point 2 (steps and answer)", exc)
 
-    def _append(self, key: str, loose: list[NewMessage]) -> Plan[None]:
+    def _append(self, key: str, loose: list[NewMessage]) -> Flow[None]:
         if not loose:
             return
         batch = list(loose)
         loose.clear()
         try:
-            yield from self.record.call_on(key, "append", batch)
+            yield from self.record.ask_on(key, self.store.append, self.store.aappend, batch)
         except TranscriptUnavailable as exc:
             self._unrecorded(key, "messages outside a turn", exc)
 
@@ -359,7 +368,7 @@ class SessionOps:
 
     def set(
         self, key: str, messages: Sequence[ChatMessage], status: MessageStatus = ACTIVE
-    ) -> Plan[None]:
+    ) -> Flow[None]:
         """Replace the history: rebase the record onto ``messages`` and rebuild the state
         from them. A trailing unanswered question becomes the open turn; the view handed
         back unchanged (``chat_history=engine.chat_history``) changes nothing."""
@@ -378,7 +387,7 @@ class SessionOps:
         cut = trailing_turn([m for m, _ in batch])
         history, trailing = batch[:cut], batch[cut:]
 
-        def body(tid: str) -> Plan[None]:
+        def body(tid: str) -> Flow[None]:
             path, archived = yield from self.record.marked_path(tid)
             new = [n for _, n in history]
             same = 0
@@ -392,7 +401,8 @@ class SessionOps:
             merged = [again(m) for m in path[:same]] + new[same:]
             rebased = yield from self.record.replace(tid, path, archived, merged, 0)
             if same < len(path) or archived:
-                yield self._st("reset", key)  # not an extension: the state starts over
+                # not an extension: the state starts over
+                yield from do(call(self.state.reset, self.state.areset, key))
                 same = 0
             yield from self._replay(key, history[same:], rebased[same:])
 
@@ -402,24 +412,31 @@ class SessionOps:
 
     def _replay(
         self, key: str, pairs: Sequence[tuple[ChatMessage, NewMessage]], records: Sequence[Message]
-    ) -> Plan[None]:
+    ) -> Flow[None]:
         """Drive the state through recorded messages (nothing is written to the record)."""
+        st = self.state
         calls: dict[str, tuple[str, dict[str, Any]]] = {}
         for (message, _), rec in zip(pairs, records, strict=True):
             if message.role == MessageRole.USER:
                 question = state_question(message_text(message))
-                yield self._st("begin_turn", key, question, message_id=rec.id)
+                yield from do(call(
+                    st.begin_turn, st.abegin_turn, key, question, message_id=rec.id
+                ))
             elif message.role == MessageRole.ASSISTANT and has_tool_calls(message):
                 calls.update(tool_calls(message))
             elif message.role == MessageRole.ASSISTANT:
-                yield self._st("end_turn", key)
+                yield from do(call(st.end_turn, st.aend_turn, key))
             elif message.role == MessageRole.TOOL:
                 call_id = message.additional_kwargs.get("tool_call_id")
-                call = calls.get(call_id) if isinstance(call_id, str) else None
-                if call is not None:
-                    yield self._st("record_tool", key, *call, tool_result(message), call_id=call_id)
+                tool = calls.get(call_id) if isinstance(call_id, str) else None
+                if tool is not None:
+                    name, args = tool
+                    outcome = tool_result(message)
+                    yield from do(call(
+                        st.record_tool, st.arecord_tool, key, name, args, outcome, call_id=call_id
+                    ))
 
-    def clear(self, key: str) -> Plan[list[ChatMessage] | None]:
+    def clear(self, key: str) -> Flow[list[ChatMessage] | None]:
         """Empty the active path (the record keeps every message) and reset the state;
         returns the view that was shown (``None`` if it was empty)."""
         shown = yield from self._view(key, serve=False)
@@ -427,11 +444,12 @@ class SessionOps:
         if turn is not None:
             yield from self._flush(key, turn)
         self._idle.pop(key, None)
-        yield from self.record.call_on(key, "set_active_leaf", None)
-        yield self._st("reset", key)
+        s = self.store
+        yield from self.record.ask_on(key, s.set_active_leaf, s.aset_active_leaf, None)
+        yield from do(call(self.state.reset, self.state.areset, key))
         return shown.select(None) or None
 
-    def delete_status(self, key: str, status: MessageStatus) -> Plan[None]:
+    def delete_status(self, key: str, status: MessageStatus) -> Flow[None]:
         """``ARCHIVED``: forget the turn's archived messages (the record keeps them);
         ``ACTIVE``: as ``clear``."""
         if status == ARCHIVED:
@@ -442,7 +460,7 @@ class SessionOps:
             return
         yield from self.clear(key)
 
-    def archive_oldest(self, key: str, n: int) -> Plan[list[ChatMessage]]:
+    def archive_oldest(self, key: str, n: int) -> Flow[list[ChatMessage]]:
         """Hide the ``n`` oldest active messages of the view for the rest of the turn (the
         block, rebuilt on every read, is skipped); returns those hidden."""
         view = yield from self._view(key, serve=False)
@@ -453,27 +471,28 @@ class SessionOps:
             turn.archived += len(moved)
         return moved
 
-    def delete_at(self, key: str, idx: int) -> Plan[ChatMessage | None]:
+    def delete_at(self, key: str, idx: int) -> Flow[ChatMessage | None]:
         raise refuse_edit("delete_message(idx)")
 
-    def delete_last(self, key: str) -> Plan[ChatMessage | None]:
+    def delete_last(self, key: str) -> Flow[ChatMessage | None]:
         raise refuse_edit("delete_last_message")
 
-    def delete_oldest(self, key: str, n: int) -> Plan[list[ChatMessage]]:
+    def delete_oldest(self, key: str, n: int) -> Flow[list[ChatMessage]]:
         raise refuse_edit("delete_oldest_messages")
 
-    def delete_thread(self, key: str) -> Plan[DeletionReceipt | None]:
+    def delete_thread(self, key: str) -> Flow[DeletionReceipt | None]:
         """Erase the key's record and its session state (``SessionMemory.delete_thread``)."""
         check_thread_id(key, "chat store key")
         self._turns.pop(key, None)
         self._idle.pop(key, None)
-        receipt: DeletionReceipt | None = yield Call(self.memory, "delete_thread", (key,))
+        memory = self.memory
+        receipt = yield from do(call(memory.delete_thread, memory.adelete_thread, key))
         self.record.forget(key)
         return receipt
 
     # ------------------------------------------------------------ ConvMemChatEngine
 
-    def start(self, key: str, text: str) -> Plan[Clarification | TurnContext]:
+    def start(self, key: str, text: str) -> Flow[Clarification | TurnContext]:
         """Open the turn for a user message before the engine reads (``ConvMemChatEngine``):
         the engine then gets the fresh block and the rewrite, and a clarification can be
         answered without calling it. The engine's own copy of the question (the rewrite)
@@ -518,10 +537,10 @@ class KeyTurns:
         return self.ops.rewrite
 
     def start(self, message: str) -> Clarification | TurnContext:
-        return drive(self.ops.start(self.key, message))
+        return perform(self.ops.start(self.key, message))
 
     async def astart(self, message: str) -> Clarification | TurnContext:
-        return await adrive(self.ops.start(self.key, message))
+        return await aperform(self.ops.start(self.key, message))
 
     def describe(self, *, system_prompt: str | None, model: str | None) -> None:
         self.ops.describe(self.key, system_prompt=system_prompt, model=model)
@@ -530,7 +549,7 @@ class KeyTurns:
         self.ops.no_model_call(self.key)
 
     def history(self) -> list[ChatMessage]:
-        return drive(self.ops.history(self.key))
+        return perform(self.ops.history(self.key))
 
 
 def session_turns(memory: BaseMemory | None) -> KeyTurns | None:

@@ -3,8 +3,12 @@
 ``await api(store.append, tenant, thread_id, message)`` calls ``store.append`` in a
 worker thread (sync mode, as a sync web app would) or awaits ``store.aappend`` on the
 event loop (async mode, under blockbuster, so a blocking call in an ``a*`` method
-fails). The arguments are checked by mypy against the sync method's signature; the
-twin has the same one (``tests/transcript/test_store_twins.py`` pins that).
+fails). The arguments are checked by mypy against the sync method's signature. The
+twin comes from ``TWINS``, each store method listed beside its async twin: mypy checks
+that each pair takes the same arguments and returns the same type, and
+``tests/transcript/test_store_twins.py`` that every method is listed with its own twin;
+the twin is then the store's own (a subclass's override included), never a name built
+from a string.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from convmem.transcript import (
     AttachmentPart,
@@ -32,6 +36,79 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 FOREVER = RetentionPolicy(max_age=None, owner="convmem-tests")
+
+Sync = Callable[..., Any]
+Async = Callable[..., Awaitable[Any]]
+
+
+def _twin(
+    sync: Callable[Concatenate[TranscriptStore, P], T],
+) -> Callable[[Callable[Concatenate[TranscriptStore, P], Awaitable[T]]], tuple[Sync, Async]]:
+    """``_twin(sync)(async_)``: a store method and its async twin. Curried so that mypy
+    solves the arguments and result from ``sync`` alone and then checks ``async_``
+    against them (given both at once, it would settle for what the two share)."""
+
+    def with_twin(async_: Callable[Concatenate[TranscriptStore, P], Awaitable[T]]) -> tuple[Sync, Async]:
+        return sync, async_
+
+    return with_twin
+
+
+_S = TranscriptStore
+#: ``TranscriptStore``'s methods (the functions on the class) and their async twins.
+TWINS: dict[Sync, Async] = dict([
+    _twin(_S.active_path)(_S.aactive_path),
+    _twin(_S.add_derived)(_S.aadd_derived),
+    _twin(_S.append)(_S.aappend),
+    _twin(_S.archive_through)(_S.aarchive_through),
+    _twin(_S.begin_turn_record)(_S.abegin_turn_record),
+    _twin(_S.bind_turn)(_S.abind_turn),
+    _twin(_S.branches)(_S.abranches),
+    _twin(_S.close)(_S.aclose),
+    _twin(_S.complete_turn)(_S.acomplete_turn),
+    _twin(_S.create_thread)(_S.acreate_thread),
+    _twin(_S.delete_thread)(_S.adelete_thread),
+    _twin(_S.edit)(_S.aedit),
+    _twin(_S.export_thread)(_S.aexport_thread),
+    _twin(_S.export_thread_to)(_S.aexport_thread_to),
+    _twin(_S.export_user_view)(_S.aexport_user_view),
+    _twin(_S.fork_thread)(_S.afork_thread),
+    _twin(_S.get_attachment)(_S.aget_attachment),
+    _twin(_S.get_messages)(_S.aget_messages),
+    _twin(_S.get_or_create_thread)(_S.aget_or_create_thread),
+    _twin(_S.get_thread)(_S.aget_thread),
+    _twin(_S.import_thread)(_S.aimport_thread),
+    _twin(_S.list_derived)(_S.alist_derived),
+    _twin(_S.list_threads)(_S.alist_threads),
+    _twin(_S.rebase_path)(_S.arebase_path),
+    _twin(_S.reconstruct_model_input)(_S.areconstruct_model_input),
+    _twin(_S.redact)(_S.aredact),
+    _twin(_S.regenerate)(_S.aregenerate),
+    _twin(_S.search)(_S.asearch),
+    _twin(_S.set_active_leaf)(_S.aset_active_leaf),
+    _twin(_S.set_retention)(_S.aset_retention),
+    _twin(_S.sweep)(_S.asweep),
+    _twin(_S.switch)(_S.aswitch),
+    _twin(_S.tree)(_S.atree),
+])
+
+
+_TWIN_NAMES = {sync.__name__: twin.__name__ for sync, twin in TWINS.items()}
+
+
+def twin_name(method: Sync) -> str:
+    """The name ``TWINS`` lists beside ``method``'s; looked up on the store under test, it
+    is that store's own async twin (a backend's override included)."""
+    name = _TWIN_NAMES.get(getattr(method, "__name__", ""))
+    if name is None:
+        raise TypeError(f"{method!r} is not a TranscriptStore method with an async twin")
+    return name
+
+
+def async_twin(store: TranscriptStore, method: Sync) -> Async:
+    """``store``'s async twin of ``method`` (see ``twin_name``)."""
+    twin: Async = getattr(store, twin_name(method))
+    return twin
 
 
 class Clock:
@@ -58,9 +135,10 @@ class TranscriptDriver:
             raise TypeError(f"{method!r} is not a method of the store under test")
         if self.mode == "sync":
             return await asyncio.to_thread(method, *args, **kwargs)
-        twin: Callable[P, Awaitable[T]] = getattr(self.store, "a" + method.__name__)
+        twin = async_twin(self.store, method)
         assert inspect.iscoroutinefunction(twin), twin
-        return await twin(*args, **kwargs)
+        result: T = await twin(*args, **kwargs)
+        return result
 
     @property
     def engine_events(self) -> Any:
@@ -74,7 +152,8 @@ class TranscriptDriver:
         await asyncio.to_thread(self.store.engine.dispose)
 
 
-Call = tuple[str, tuple[Any, ...], dict[str, Any]]
+#: One call for ``Api.concurrently``: a store method (bound), its arguments, its keywords.
+Call = tuple[Sync, tuple[Any, ...], dict[str, Any]]
 
 
 class Api:
@@ -93,13 +172,13 @@ class Api:
         return self.loop.run_until_complete(coro)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
+        fn: Sync = getattr(self.store, name)
         if self.loop is None:
-            fn: Callable[..., Any] = getattr(self.store, name)
             return fn
-        afn = getattr(self.store, "a" + name)
+        twin = async_twin(self.store, fn)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self.run(afn(*args, **kwargs))
+            return self.run(twin(*args, **kwargs))
 
         return call
 
@@ -107,13 +186,12 @@ class Api:
         """Run many calls at once: threads in sync mode, ``gather`` in async mode."""
         if self.loop is None:
             with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-                futures = [pool.submit(getattr(self.store, n), *a, **k) for n, a, k in calls]
+                futures = [pool.submit(fn, *a, **k) for fn, a, k in calls]
                 return [f.result() for f in futures]
 
         async def all_at_once() -> list[Any]:
-            return list(
-                await asyncio.gather(*(getattr(self.store, "a" + n)(*a, **k) for n, a, k in calls))
-            )
+            twins = [async_twin(self.store, fn)(*a, **k) for fn, a, k in calls]
+            return list(await asyncio.gather(*twins))
 
         return list(self.run(all_at_once()))
 
@@ -173,14 +251,17 @@ def rich_thread(store: TranscriptStore, tenant: str) -> str:
 __all__ = [
     "FOREVER",
     "MODES",
+    "TWINS",
     "Api",
     "Call",
     "Clock",
     "Mode",
     "TranscriptDriver",
+    "async_twin",
     "bot",
     "build_rich_thread",
     "rich_thread",
     "sha256",
+    "twin_name",
     "user",
 ]

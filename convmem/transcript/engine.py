@@ -2,8 +2,9 @@
 
 Every operation lives once in ``convmem.transcript.ops`` as a generator of statements;
 ``_run`` drives it on a sync connection, ``_arun`` on an async one (aiosqlite /
-psycopg 3 async), each in one transaction, so the twins share every statement and
-decision and only the I/O differs. The public twins themselves are written once
+psycopg 3 async), each in one transaction, with ``convmem.effects.drive``/``adrive``
+(``effects.start`` takes the first statement, which picks the transaction), so the
+twins share every statement and decision and only the I/O differs. The public twins themselves are written once
 (``convmem.transcript._async_store``, the sync half generated from it); this module
 holds what genuinely differs between sync and async: connecting, the drivers, file
 I/O off the event loop, and erasing residue after a redaction or deletion.
@@ -18,7 +19,7 @@ import logging
 import os
 import tempfile
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, BinaryIO, TypeVar
 
@@ -28,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 from sqlalchemy.util import greenlet_spawn
 
+from convmem.effects import Done, adrive, drive, start
 from convmem.errors import ConfigError, TranscriptUnavailable
 from convmem.tokens import encoding
 from convmem.transcript import ops
@@ -168,40 +170,35 @@ def _execute(execute: Callable[..., T], step: ops.Step) -> T:
     return execute(*step) if isinstance(step, tuple) else execute(step)
 
 
-def _after_alone(op: ops.Op[Any]) -> None:
-    op.close()
-    raise RuntimeError("an operation yielded a statement after its Alone step")
+def _answer(execute: Callable[..., Any]) -> Callable[[ops.Step], Any]:
+    """What ``effects.drive`` answers a step with: its file I/O, or ``execute(statement)``."""
+    return lambda step: _execute(execute, step)
 
 
-def _drive(execute: Callable[..., Any], op: ops.Op[T], step: ops.Step, alone: bool) -> T:
-    """Run a statement generator, whose first step is ``step``, with a synchronous ``execute``."""
-    try:
-        while True:
-            step = op.send(_execute(execute, step))
-            if alone:
-                _after_alone(op)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    finally:
-        op.close()
+def _aanswer(execute: Callable[..., Awaitable[Any]]) -> Callable[[ops.Step], Awaitable[Any]]:
+    """``_answer`` for ``effects.adrive``: file I/O off the event loop, statements awaited."""
+
+    async def answer(step: ops.Step) -> Any:
+        if isinstance(step, _FILE_IO):
+            return await _afile_io(step)
+        return await _execute(execute, step)
+
+    return answer
 
 
-async def _adrive(
-    execute: Callable[..., Coroutine[Any, Any, Any]], op: ops.Op[T], step: ops.Step, alone: bool
-) -> T:
-    """Run a statement generator, whose first step is ``step``, with an awaitable ``execute``."""
-    try:
-        while True:
-            result = await _afile_io(step) if isinstance(step, _FILE_IO) else await _execute(
-                execute, step
-            )
-            step = op.send(result)
-            if alone:
-                _after_alone(op)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    finally:
-        op.close()
+def _only_once(answer: Callable[[ops.Step], T]) -> Callable[[ops.Step], T]:
+    """``answer`` for an operation whose first step was ``Alone``: a second step is refused
+    (thrown into the operation, which ends; nothing of it ran outside a transaction)."""
+    answered = False
+
+    def once(step: ops.Step) -> T:
+        nonlocal answered
+        if answered:
+            raise RuntimeError("an operation yielded a statement after its Alone step")
+        answered = True
+        return answer(step)
+
+    return once
 
 
 class StoreEngine:
@@ -264,23 +261,25 @@ class StoreEngine:
     def _run(self, op: ops.Op[T], *, write: bool = False, snapshot: bool = False) -> T:
         """Run ``op`` in one transaction (``snapshot``: every read of it sees one moment,
         REPEATABLE READ on PostgreSQL; SQLite's read transactions always do)."""
-        try:
-            step = next(op)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        first = start(op)
+        if isinstance(first, Done):
+            return first.value
         try:
             with self.engine.connect() as conn:
-                if self._alone(step):
+                answer = _answer(conn.execute)
+                if self._alone(first.request):
                     conn.execution_options(isolation_level="AUTOCOMMIT")
-                    return _drive(conn.execute, op, step, alone=True)
+                    return drive(op, _only_once(answer), started=first)
                 if write:
                     conn.execution_options(convmem_write=True)
                 if snapshot and self.dialect == "postgresql":
                     conn.execution_options(isolation_level="REPEATABLE READ")
                 with conn.begin():
-                    return _drive(conn.execute, op, step, alone=False)
+                    return drive(op, answer, started=first)
         except _UNAVAILABLE as exc:
             raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+        finally:
+            op.close()  # also when connecting failed before ``drive`` took it
 
     async def _aengine(self) -> AsyncEngine:
         """The async engine for the running event loop.
@@ -311,23 +310,25 @@ class StoreEngine:
         return self._unpooled
 
     async def _arun(self, op: ops.Op[T], *, write: bool = False, snapshot: bool = False) -> T:
-        try:
-            step = next(op)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        first = start(op)
+        if isinstance(first, Done):
+            return first.value
         try:
             async with (await self._aengine()).connect() as conn:
-                if self._alone(step):
+                answer = _aanswer(conn.execute)
+                if self._alone(first.request):
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
-                    return await _adrive(conn.execute, op, step, alone=True)
+                    return await adrive(op, _only_once(answer), started=first)
                 if write:
                     await conn.execution_options(convmem_write=True)
                 if snapshot and self.dialect == "postgresql":
                     await conn.execution_options(isolation_level="REPEATABLE READ")
                 async with conn.begin():
-                    return await _adrive(conn.execute, op, step, alone=False)
+                    return await adrive(op, answer, started=first)
         except _UNAVAILABLE as exc:
             raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+        finally:
+            op.close()
 
     def _erase_residue(self) -> None:
         """After content left: checkpoint SQLite's WAL / vacuum PostgreSQL's tables."""

@@ -6,7 +6,19 @@ from collections.abc import Generator
 
 import pytest
 
-from convmem.effects import Effect, Flow, aperform, call, do, drive, perform
+from convmem.effects import (
+    Done,
+    Effect,
+    Flow,
+    Next,
+    adrive,
+    aperform,
+    call,
+    do,
+    drive,
+    perform,
+    start,
+)
 
 
 class Box:
@@ -82,3 +94,66 @@ def test_an_effect_without_keywords_runs() -> None:
     effect: Effect[int] = call(box.add, box.aadd, 4)
     assert effect.kwargs is None
     assert effect.run() == 4
+
+
+def statements(log: list[str]) -> Generator[str, int, int]:
+    """A flow of requests that are not effects; logs how it ended."""
+    total = 0
+    try:
+        for sql in ("select 1", "select 22"):
+            total += yield sql
+    finally:
+        log.append("closed")
+    return total
+
+
+def answer(sql: str) -> int:
+    return int(sql.split()[1])
+
+
+async def aanswer(sql: str) -> int:
+    return answer(sql)
+
+
+async def test_start_peeks_the_first_request_and_the_drivers_go_on_from_it() -> None:
+    for run_async in (False, True):
+        log: list[str] = []
+        flow = statements(log)
+        first = start(flow)
+        assert first == Next("select 1") and log == []  # nothing answered yet
+        assert isinstance(first, Next)
+        if run_async:
+            assert await adrive(flow, aanswer, started=first) == 23
+        else:
+            assert drive(flow, answer, started=first) == 23
+        assert log == ["closed"]
+
+
+def test_start_returns_the_value_of_a_flow_that_asks_for_nothing() -> None:
+    def nothing() -> Generator[str, int, str]:
+        return "no I/O"
+        yield "never"  # a generator all the same
+
+    assert start(nothing()) == Done("no I/O")
+
+
+async def test_a_refusal_of_a_later_request_is_thrown_into_the_flow_at_its_yield() -> None:
+    def only_the_first(sql: str) -> int:
+        if sql != "select 1":
+            raise RuntimeError(f"refused {sql!r}")
+        return 1
+
+    async def aonly_the_first(sql: str) -> int:
+        return only_the_first(sql)
+
+    for run_async in (False, True):
+        log: list[str] = []
+        flow = statements(log)
+        first = start(flow)
+        assert isinstance(first, Next)
+        with pytest.raises(RuntimeError, match="refused 'select 22'"):
+            if run_async:
+                await adrive(flow, aonly_the_first, started=first)
+            else:
+                drive(flow, only_the_first, started=first)
+        assert log == ["closed"]

@@ -92,3 +92,19 @@ def test_every_method_has_a_twin_with_the_same_signature_and_docstring() -> None
         sync, twin = methods[name[1:]], methods[name]
         assert inspect.signature(sync) == inspect.signature(twin), name
         assert sync.__doc__ and sync.__doc__ == twin.__doc__, name
+
+
+def test_the_drivers_table_lists_every_method_with_its_own_twin() -> None:
+    """``TranscriptDriver`` finds a twin in ``TWINS``, never by name: the table must list
+    every method that has a twin, each beside its own."""
+    from convmem.testing.transcript_driver import TWINS, twin_name
+
+    methods = {n: f for n, f in _public(TranscriptStore).items() if callable(f)}
+    syncs = {n for n, f in methods.items() if not inspect.iscoroutinefunction(f)} - SYNC_ONLY
+    assert {sync.__name__: twin.__name__ for sync, twin in TWINS.items()} == {
+        n: "a" + n for n in syncs
+    }
+    assert all(methods[s.__name__] is s and methods[t.__name__] is t for s, t in TWINS.items())
+    with pytest.raises(TypeError, match="not a TranscriptStore method with an async twin"):
+        twin_name(TranscriptStore.migrate)
+    assert twin_name(TranscriptStore.active_path) == "aactive_path"

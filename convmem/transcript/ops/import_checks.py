@@ -11,7 +11,7 @@ The operation itself is ``convmem.transcript.ops.portability.import_thread``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -40,10 +40,13 @@ CHUNK = 256 * 1024  # bytes read or written per step
 PAGE = 500  # rows per export page and per import batch
 
 
-def read_records(
-    source: BinaryIO, limits: ImportLimits, hasher: Any
-) -> Generator[Read | tuple[str, int | None, Any], Any, None]:
-    """Yields ``Read`` requests (send the bytes back) and parsed values in order."""
+#: What ``read_records`` hands each parsed record to: (section, index or None, value).
+OnRecord = Callable[[str, int | None, Any], Op[None]]
+
+
+def read_records(source: BinaryIO, limits: ImportLimits, hasher: Any, each: OnRecord) -> Op[None]:
+    """Read the document a chunk at a time (``Read`` steps), and run ``each`` on every
+    value it completes, in document order: one chunk's records in memory, never more."""
     reader = DocumentReader(limits)
     while True:
         chunk = yield Read(source, CHUNK)
@@ -51,10 +54,10 @@ def read_records(
             raise ImportRefused("$", "is not binary data (read the document in binary mode)")
         hasher.update(chunk)
         reader.feed(bytes(chunk))
-        yield from reader.pop()
+        for section, i, value in reader.pop():
+            yield from each(section, i, value)
         if not chunk:
             return
-
 
 
 # ---------------------------------------------------------------- import: staging

@@ -69,7 +69,7 @@ from convmem.transcript.models import (
     THREADS,
     TURNS,
 )
-from convmem.transcript.ops.base import Ctx, Op, Read, Rewind, Write, edge, to_thread
+from convmem.transcript.ops.base import Ctx, Op, Rewind, Write, edge, to_thread
 from convmem.transcript.ops.import_checks import (
     CHUNK,
     PAGE,
@@ -264,18 +264,8 @@ def import_thread(
     yield from create_staging(ctx)
     st = Staged()
     hasher = hashlib.sha256()
-    reads = read_records(source, limits, hasher)
-    got: Any = None
-    while True:
-        try:
-            item = reads.send(got)
-        except StopIteration:
-            break
-        got = None
-        if isinstance(item, Read):
-            got = yield item
-            continue
-        section, i, value = item
+
+    def validate(section: str, i: int | None, value: Any) -> Op[None]:
         if section in SECTIONS and i is not None:
             stage_record(st, section, i, value, limits)
             yield from flush_stage(st, force=False)
@@ -287,6 +277,8 @@ def import_thread(
             st.version = value
         elif section == "thread":
             st.thread = parse_record(ThreadDoc, value, "$.thread", limits)
+
+    yield from read_records(source, limits, hasher, validate)
     check_header(st.fmt, st.version)
     yield from flush_stage(st, force=True)
     yield from check_whole(ctx, tenant, st, new_ids)
@@ -327,28 +319,21 @@ def _write(
     }
     yield sa.insert(THREADS).values(**values)
     hasher = hashlib.sha256()
-    reads = read_records(source, limits, hasher)
     batch: dict[str, list[Any]] = {name: [] for name in SECTIONS}
-    got: Any = None
-    while True:
-        try:
-            item = reads.send(got)
-        except StopIteration:
-            break
-        got = None
-        if isinstance(item, Read):
-            got = yield item
-            continue
-        section, i, value = item
+
+    def write(section: str, i: int | None, value: Any) -> Op[None]:
         if section not in SECTIONS:
-            continue
-        if i is not None:
+            return
+        if i is not None:  # a record: batched
             cls = SECTIONS[section]
             batch[section].append(parse_record(cls, value, f"$.{section}[{i}]", limits))
             if len(batch[section]) < PAGE:
-                continue
+                return
+        # a full batch, or the section's end (its list completed): write what is pending
         yield from _write_batch(ctx, tenant, thread_id, section, batch[section], m)
         batch[section] = []
+
+    yield from read_records(source, limits, hasher, write)
     if hasher.hexdigest() != st.digest:
         raise ImportRefused("$", "changed while it was being imported (read it again)")
     return to_thread(values)
