@@ -182,9 +182,17 @@ class AsyncTwins(StoreEngine):
         *,
         incarnation: str | None = None,
     ) -> list[Message]:
-        """Commit point 2: tool calls, results and answer in one transaction."""
+        """Commit point 2: tool calls, results and answer in one transaction (on
+        PostgreSQL one statement, unless another device appended since point 1)."""
+        batch = list(messages)
+        done = await self._arun(
+            ops.complete_turn_on_leaf(self._ctx, tenant, thread_id, turn_id, batch, incarnation),
+            write=True,
+        )
+        if done is not None:
+            return done
         return await self._arun(
-            ops.complete_turn(self._ctx, tenant, thread_id, turn_id, list(messages), incarnation),
+            ops.complete_turn(self._ctx, tenant, thread_id, turn_id, batch, incarnation),
             write=True,
         )
 

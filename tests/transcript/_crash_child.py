@@ -7,6 +7,9 @@ then, by ``stage``:
   point 2, so the parent can SIGKILL it between the two commit points;
 - ``inside``: starts commit point 2 (``complete_turn``) and, right after that
   transaction's first INSERT into the messages table, prints and hangs inside it.
+  On PostgreSQL point 2 is one autocommitted statement (``autocommit`` in the
+  announcement): there is no "inside" a client can stop in, so the kill comes
+  right after that statement.
 
 ``api`` picks the sync methods or their async twins (aiosqlite / psycopg async).
 Every line printed to stdout is one JSON object; the parent reads exactly one.
@@ -63,12 +66,13 @@ def main(payload: dict[str, Any]) -> None:
     turn: dict[str, str] = {}
 
     @sa.event.listens_for(engine, "after_cursor_execute")
-    def stop_inside(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+    def stop_inside(conn: Any, _cur: Any, statement: str, *_rest: Any) -> None:
         # the statement writing message rows: a plain INSERT, or on PostgreSQL the one
         # statement that locks the thread and inserts (``WITH ... INSERT INTO ...``)
         written = re.search(r"INSERT INTO convmem_messages\b", statement, re.IGNORECASE)
         if inside_point_two and written:
-            announce(stage="inside", statement=written.group(0), **turn)
+            autocommit = conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+            announce(stage="inside", statement=written.group(0), autocommit=autocommit, **turn)
             hang()
 
     question = NewMessage(role="user", content=payload["question"])

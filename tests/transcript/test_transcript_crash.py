@@ -2,8 +2,9 @@
 
 Between commit point 1 (``begin_turn_record``) and 2 (``complete_turn``), the record
 holds exactly point 1: the user message and what the model was about to receive,
-reconstructible. Killed inside point 2's transaction, nothing of point 2 is there, the
-sequence has no gap, and the thread takes the next turn at once (no lock outlives the
+reconstructible. Killed inside point 2's transaction, nothing of point 2 is there (on
+PostgreSQL point 2 is one autocommitted statement: killed right after it, all of it
+is there, never a part), the sequence has no gap, and the thread takes the next turn at once (no lock outlives the
 process: SQLite's file locks die with it, PostgreSQL rolls the dropped backend back).
 The turn runs in a child process (``_crash_child.py``) with the same interpreter,
 through the sync methods or their async twins.
@@ -144,6 +145,25 @@ def assert_exactly_point_one(
             assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
 
 
+def assert_point_two_whole(
+    store: TranscriptStore, tenant: str, thread_id: str, turn: dict[str, Any]
+) -> None:
+    """All of point 2 is there (never a part of it), gapless, and the thread takes the
+    next turn at once: no lock outlived the killed process."""
+    path = store.active_path(tenant, thread_id)
+    assert [(m.seq, m.role) for m in path] == [
+        (1, "user"), (2, "user"), (3, "assistant"), (4, "tool"), (5, "assistant")
+    ]
+    assert path[-1].text == "ACME made 4.2 M." and {m.turn_id for m in path[2:]} == {turn["turn_id"]}
+    rec = store.reconstruct_model_input(tenant, thread_id, turn["turn_id"])
+    assert rec.completed_at is not None and rec.answer_message_id == path[-1].id
+    tr = within_timeout(
+        store.begin_turn_record, tenant, thread_id, user("and Globex?"), ModelInput()
+    )
+    store.complete_turn(tenant, thread_id, tr.turn_id, [bot("3.1 M.")])
+    assert [m.seq for m in store.active_path(tenant, thread_id)] == [1, 2, 3, 4, 5, 6, 7]
+
+
 def assert_next_turns_work(
     store: TranscriptStore, tenant: str, thread_id: str, turn_id: str
 ) -> None:
@@ -192,6 +212,10 @@ def test_killed_inside_commit_point_two_leaves_nothing_of_it(
     }
     turn = kill_child_at(store, payload)
     assert turn["statement"].upper() == "INSERT INTO CONVMEM_MESSAGES"
+    if turn["autocommit"]:  # PostgreSQL: point 2 is one statement, killed after it ran
+        assert store.dialect == "postgresql"
+        assert_point_two_whole(store, tenant, thread_id, turn)
+        return
     assert_exactly_point_one(store, tenant, thread_id, hello_id, turn)
     with store.engine.connect() as conn:  # the seq counter moved inside point 2: rolled back
         next_seq = conn.execute(

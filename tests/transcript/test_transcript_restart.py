@@ -48,24 +48,42 @@ def restart(server: EmbeddedPostgres, mode: Any) -> None:
 
 
 class PauseInsidePointTwo:
-    """Holds one thread's ``complete_turn`` right after its first message INSERT."""
+    """Holds one thread's ``complete_turn`` inside it: right after its first message
+    INSERT in a transaction, or, when point 2 is one autocommitted statement (PostgreSQL,
+    the usual case), right before that statement goes out (after it, it is committed)."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
         self.owner: int | None = None
         self.reached = threading.Event()
         self.release = threading.Event()
-        sa.event.listen(engine, "after_cursor_execute", self._hook)
+        sa.event.listen(engine, "before_cursor_execute", self._before)
+        sa.event.listen(engine, "after_cursor_execute", self._after)
 
-    def _hook(self, _c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+    def _inserts(self, statement: str) -> bool:
         # a plain INSERT, or PostgreSQL's one locking-and-inserting statement (WITH ...)
-        if threading.get_ident() == self.owner and "INSERT INTO convmem_messages" in statement:
-            self.owner = None
-            self.reached.set()
-            assert self.release.wait(60)
+        return threading.get_ident() == self.owner and "INSERT INTO convmem_messages" in statement
+
+    @staticmethod
+    def _alone(conn: sa.Connection) -> bool:
+        return bool(conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT")
+
+    def _pause(self) -> None:
+        self.owner = None
+        self.reached.set()
+        assert self.release.wait(60)
+
+    def _before(self, conn: sa.Connection, _cur: Any, statement: str, *_rest: Any) -> None:
+        if self._inserts(statement) and self._alone(conn):
+            self._pause()
+
+    def _after(self, conn: sa.Connection, _cur: Any, statement: str, *_rest: Any) -> None:
+        if self._inserts(statement) and not self._alone(conn):
+            self._pause()
 
     def close(self) -> None:
-        sa.event.remove(self.engine, "after_cursor_execute", self._hook)
+        sa.event.remove(self.engine, "before_cursor_execute", self._before)
+        sa.event.remove(self.engine, "after_cursor_execute", self._after)
 
 
 @pytest.mark.parametrize("mode", ["fast", "immediate"])

@@ -117,6 +117,7 @@ from convmem.transcript.ops.turns import (
     begin_turn_record,
     bind_turn,
     complete_turn,
+    complete_turn_on_leaf,
     reconstruct_model_input,
 )
 from convmem.transcript.records import TextPart, ToolCallPart, ToolResultPart
@@ -151,6 +152,7 @@ __all__ = [
     "clean_message",
     "clean_part",
     "complete_turn",
+    "complete_turn_on_leaf",
     "content_key",
     "corrupt_links",
     "create_thread",

@@ -307,22 +307,19 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
 # then nothing was written. The rows travel as one JSON
 # parameter, so the text (and psycopg's prepared plan) never changes with the
 # batch size.
-_PG_INSERT_CHAIN = sa.text(
-    """
-WITH locked AS (
-    SELECT id, active_leaf FROM convmem_threads
-    WHERE id = :thread_id AND tenant = :tenant
-        AND (CAST(:incarnation AS text) IS NULL OR incarnation = :incarnation)
-    FOR UPDATE
-), th AS (
+#: The chain's CTEs after the lock: ``{src}`` names the CTE holding the locked
+#: thread row (``id``, ``active_leaf``); ``th`` hands out the numbers, ``msg`` and
+#: ``search`` insert. Commit points 1 and 2 add their own CTEs to the same statement.
+PG_CHAIN_CTES = """
+th AS (
     UPDATE convmem_threads AS t
     SET next_seq = t.next_seq + :n,
         updated_at = :now,
         active_leaf = CASE WHEN :move_leaf THEN :last_id ELSE t.active_leaf END
-    FROM locked
-    WHERE t.tenant = :tenant AND t.id = locked.id
+    FROM {src}
+    WHERE t.tenant = :tenant AND t.id = {src}.id
     RETURNING t.next_seq - :n AS first_seq,
-        CASE WHEN :follow_leaf THEN locked.active_leaf ELSE :parent_id END AS parent_id
+        CASE WHEN :follow_leaf THEN {src}.active_leaf ELSE :parent_id END AS parent_id
 ), msg AS (
     INSERT INTO convmem_messages (id, thread_id, tenant, parent_id, seq, role, author,
         parts, extra, received_at, client_ts, visibility, copy_of, turn_id, redacted_at)
@@ -338,13 +335,33 @@ WITH locked AS (
     SELECT s.body, s.message_id, :tenant, :thread_id
     FROM th CROSS JOIN json_to_recordset(CAST(:search AS json)) AS s(
         message_id text, body text)
-)
-SELECT first_seq, parent_id FROM th
-"""
+)"""
+
+#: Lock the thread row (only the bound incarnation of it, when there is one).
+PG_LOCK_CTE = """
+locked AS (
+    SELECT id, active_leaf FROM convmem_threads
+    WHERE id = :thread_id AND tenant = :tenant
+        AND (CAST(:incarnation AS text) IS NULL OR incarnation = :incarnation)
+    FOR UPDATE
+)"""
+
+# PostgreSQL takes a whole chain in ONE statement (one round trip): lock the thread
+# row and read its active leaf (``FOR UPDATE``), take the sequence numbers and move
+# the pointer (``UPDATE ... RETURNING``; under READ COMMITTED a writer that waited
+# for the lock re-reads the row its predecessor committed), then insert the
+# messages and their search-index rows. No row comes back when the thread is not
+# the tenant's (or, for a bound turn, no longer the incarnation it began on), and
+# then nothing was written. The rows travel as one JSON
+# parameter, so the text (and psycopg's prepared plan) never changes with the
+# batch size.
+_PG_INSERT_CHAIN = sa.text(
+    "WITH" + PG_LOCK_CTE + "," + PG_CHAIN_CTES.format(src="locked")
+    + "\nSELECT first_seq, parent_id FROM th\n"
 )
 
 
-def _chain_rows(
+def chain_rows(
     tenant: str,
     thread_id: str,
     messages: Sequence[NewMessage],
@@ -399,7 +416,7 @@ def _search_rows(rows: Sequence[Mapping[str, Any]]) -> list[JSONDict]:
     ]
 
 
-def _pg_insert_chain(
+def pg_chain_params(
     tenant: str,
     thread_id: str,
     parent_id: str | ActiveLeaf | None,
@@ -408,13 +425,9 @@ def _pg_insert_chain(
     *,
     move_leaf: bool,
     turn_id: str | None,
-    alone: bool,
     incarnation: str | None,
-) -> Op[tuple[int, str | None]]:
-    """Run ``_PG_INSERT_CHAIN`` (as an ``Alone`` step if ``alone``).
-
-    Returns (first seq, parent of the first message).
-    """
+) -> dict[str, Any]:
+    """The parameters of ``PG_LOCK_CTE`` + ``PG_CHAIN_CTES`` for a chain's rows."""
     payload = [
         {
             "i": r["seq"],
@@ -432,7 +445,7 @@ def _pg_insert_chain(
     ]
     search = [{"message_id": s["message_id"], "body": s["body"]} for s in _search_rows(rows)]
     follow = isinstance(parent_id, ActiveLeaf)
-    params = {
+    return {
         "thread_id": thread_id,
         "tenant": tenant,
         "n": len(rows),
@@ -446,11 +459,41 @@ def _pg_insert_chain(
         "rows": json.dumps(payload),
         "search": json.dumps(search),
     }
+
+
+def _pg_insert_chain(
+    tenant: str,
+    thread_id: str,
+    parent_id: str | ActiveLeaf | None,
+    rows: Sequence[JSONDict],
+    now: datetime,
+    *,
+    move_leaf: bool,
+    turn_id: str | None,
+    alone: bool,
+    incarnation: str | None,
+) -> Op[tuple[int, str | None]]:
+    """Run ``_PG_INSERT_CHAIN`` (as an ``Alone`` step if ``alone``).
+
+    Returns (first seq, parent of the first message).
+    """
+    params = pg_chain_params(
+        tenant, thread_id, parent_id, rows, now,
+        move_leaf=move_leaf, turn_id=turn_id, incarnation=incarnation,
+    )
     res = yield (Alone(_PG_INSERT_CHAIN, params) if alone else (_PG_INSERT_CHAIN, params))
     row = res.first()
     if row is None:
         raise missing_thread(tenant, thread_id, incarnation)
     return int(row[0]), row[1]
+
+
+def number_chain(rows: Sequence[JSONDict], first_seq: int, parent: str | None) -> list[Message]:
+    """The chain's rows numbered from ``first_seq`` under ``parent``, as records."""
+    rows[0]["parent_id"] = parent
+    for i, r in enumerate(rows):
+        r["seq"] = first_seq + i
+    return [to_message(r) for r in rows]
 
 
 def insert_chain(
@@ -478,7 +521,7 @@ def insert_chain(
         yield from lock_thread(tenant, thread_id, incarnation)
         return []
     now = ctx.now()
-    rows, blobs = _chain_rows(tenant, thread_id, messages, now, turn_id, copy_of)
+    rows, blobs = chain_rows(tenant, thread_id, messages, now, turn_id, copy_of)
     refs = attachment_refs(r["parts"] for r in rows)
     if ctx.dialect == "postgresql":
         first_seq, parent = yield from _pg_insert_chain(
@@ -513,10 +556,8 @@ def insert_chain(
         if next_seq is None:
             raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
         first_seq = int(next_seq) - len(rows)
-    rows[0]["parent_id"] = parent
-    for i, r in enumerate(rows):
-        r["seq"] = first_seq + i
+    out = number_chain(rows, first_seq, parent)
     yield from add_attachment_refs(ctx, tenant, refs, blobs)
     if ctx.dialect != "postgresql":
         yield from insert_message_rows(ctx, rows)
-    return [to_message(r) for r in rows]
+    return out

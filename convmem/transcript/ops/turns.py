@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -29,7 +31,19 @@ from convmem.transcript.ops.base import (
     sha256_of,
     to_thread,
 )
-from convmem.transcript.ops.messages import get_message, insert_chain, lock_thread, read_path
+from convmem.transcript.ops.messages import (
+    PG_CHAIN_CTES,
+    PG_LOCK_CTE,
+    attachment_refs,
+    chain_rows,
+    get_message,
+    insert_chain,
+    lock_thread,
+    missing_thread,
+    number_chain,
+    pg_chain_params,
+    read_path,
+)
 from convmem.transcript.ops.reads import get_messages
 from convmem.transcript.records import (
     JSONDict,
@@ -84,6 +98,60 @@ def bind_turn(tenant: str, key: str, recent: int) -> Op[tuple[Thread, list[JSOND
     ]
     return to_thread(rows[0]), users[:recent]
 
+# Commit point 1 on PostgreSQL in ONE statement (``Alone``: one round trip, no
+# BEGIN/COMMIT): the chain of ``_PG_INSERT_CHAIN`` for the user message, then the
+# template (once per tenant and text) and the turn row, both only if the thread row
+# was locked (they select from ``th``). No row back: nothing was written.
+_PG_BEGIN_TURN = sa.text(
+    "WITH" + PG_LOCK_CTE + "," + PG_CHAIN_CTES.format(src="locked") + """, tpl AS (
+    INSERT INTO convmem_templates (tenant, sha256, text)
+    SELECT :tenant, CAST(:sha AS text), :prompt FROM th WHERE CAST(:sha AS text) IS NOT NULL
+    ON CONFLICT DO NOTHING
+), turn AS (
+    INSERT INTO convmem_turns (id, thread_id, tenant, user_message_id, rendered_block,
+        state_snapshot, sent_message_ids, template_sha256, tool_schemas, model,
+        model_params, created_at, completed_at, answer_message_id, quoted_message_ids)
+    SELECT :turn_id, :thread_id, :tenant, :last_id, :rendered_block,
+        CAST(:state_snapshot AS json), CAST(:sent_message_ids AS json), CAST(:sha AS text),
+        CAST(:tool_schemas AS json), :model, CAST(:model_params AS json), :now, NULL, NULL,
+        CAST(:quoted_message_ids AS json)
+    FROM th
+)
+SELECT first_seq, parent_id FROM th
+"""
+)
+
+_TURN_JSON = ("state_snapshot", "sent_message_ids", "tool_schemas", "model_params",
+              "quoted_message_ids")
+
+
+def _pg_begin_turn(
+    tenant: str,
+    thread_id: str,
+    rows: list[JSONDict],
+    now: Any,
+    turn_id: str,
+    turn: JSONDict,
+    prompt: str | None,
+    incarnation: str | None,
+) -> Op[Message]:
+    """Run ``_PG_BEGIN_TURN`` for the user message's row; its record."""
+    params = pg_chain_params(
+        tenant, thread_id, ACTIVE, rows, now, move_leaf=True, turn_id=turn_id,
+        incarnation=incarnation,
+    )
+    params.update(
+        sha=turn["template_sha256"], prompt=prompt, rendered_block=turn["rendered_block"],
+        model=turn["model"], **{k: json.dumps(turn[k]) for k in _TURN_JSON},
+    )
+    res = yield Alone(_PG_BEGIN_TURN, params)
+    row = res.first()
+    if row is None:
+        raise missing_thread(tenant, thread_id, incarnation)
+    (msg,) = number_chain(rows, int(row[0]), row[1])
+    return msg
+
+
 def begin_turn_record(
     ctx: Ctx,
     tenant: str,
@@ -109,14 +177,32 @@ def begin_turn_record(
         if parent_id is not None:
             yield from get_message(tenant, thread_id, parent_id)
     turn_id = new_id()
-    (msg,) = yield from insert_chain(
-        ctx, tenant, thread_id, parent_id, [user_message], move_leaf=True, turn_id=turn_id,
-        incarnation=incarnation,
-    )
     sha: str | None = None
     prompt = None if model_input.system_prompt is None else clean_text(model_input.system_prompt)
     if prompt is not None:
         sha = sha256_of(prompt.encode("utf-8"))
+    turn = {
+        "rendered_block": clean_text(model_input.rendered_block),
+        "state_snapshot": clean_json(dict(model_input.state_snapshot)),
+        "sent_message_ids": list(model_input.sent_message_ids),
+        "template_sha256": sha,
+        "tool_schemas": [clean_json(dict(s)) for s in model_input.tool_schemas],
+        "model": bounded(model_input.model, "model", 200),
+        "model_params": clean_json(dict(model_input.model_params)),
+        "quoted_message_ids": None if quoted is None else list(quoted),
+    }
+    if ctx.dialect == "postgresql" and isinstance(parent_id, ActiveLeaf):
+        now = ctx.now()
+        rows, _ = chain_rows(tenant, thread_id, [user_message], now, turn_id, None)
+        if not attachment_refs(r["parts"] for r in rows):
+            msg = yield from _pg_begin_turn(tenant, thread_id, rows, now, turn_id, turn,
+                                            prompt, incarnation)
+            return TurnRecord(turn_id=turn_id, thread_id=thread_id, user_message=msg)
+    (msg,) = yield from insert_chain(
+        ctx, tenant, thread_id, parent_id, [user_message], move_leaf=True, turn_id=turn_id,
+        incarnation=incarnation,
+    )
+    if prompt is not None:
         yield (
             ctx.insert(TEMPLATES)
             .values(tenant=tenant, sha256=sha, text=prompt)
@@ -127,17 +213,10 @@ def begin_turn_record(
         thread_id=thread_id,
         tenant=tenant,
         user_message_id=msg.id,
-        rendered_block=clean_text(model_input.rendered_block),
-        state_snapshot=clean_json(dict(model_input.state_snapshot)),
-        sent_message_ids=list(model_input.sent_message_ids),
-        template_sha256=sha,
-        tool_schemas=[clean_json(dict(s)) for s in model_input.tool_schemas],
-        model=bounded(model_input.model, "model", 200),
-        model_params=clean_json(dict(model_input.model_params)),
         created_at=ctx.now(),
         completed_at=None,
         answer_message_id=None,
-        quoted_message_ids=None if quoted is None else list(quoted),
+        **turn,
     )
     return TurnRecord(turn_id=turn_id, thread_id=thread_id, user_message=msg)
 
@@ -183,6 +262,68 @@ def complete_turn(
         .values(completed_at=ctx.now(), answer_message_id=answer or (out[-1].id if out else None))
     )
     return out
+
+# Commit point 2 on PostgreSQL in ONE statement, for the usual case: the turn's user
+# message is still the active leaf. Lock the thread row, then the turn row (its
+# ``FOR UPDATE`` comes after the thread's: the turn is found through the locked
+# row, and it reads the turn as last committed, so a turn completed meanwhile is
+# seen complete); only if the turn is open and its user message is the active leaf
+# (``ok``) do the chain and the turn's completion run. The last row says which.
+_PG_COMPLETE_TURN = sa.text(
+    "WITH" + PG_LOCK_CTE + """, turn AS (
+    SELECT user_message_id, completed_at FROM convmem_turns
+    WHERE tenant = :tenant AND id = :turn_id AND thread_id = (SELECT id FROM locked)
+    FOR UPDATE
+), ok AS (
+    SELECT locked.id, locked.active_leaf FROM locked, turn
+    WHERE turn.completed_at IS NULL AND turn.user_message_id = locked.active_leaf
+),""" + PG_CHAIN_CTES.format(src="ok") + """, done AS (
+    UPDATE convmem_turns AS tu SET completed_at = :now, answer_message_id = :answer_id
+    FROM th WHERE tu.tenant = :tenant AND tu.thread_id = :thread_id AND tu.id = :turn_id
+)
+SELECT (SELECT first_seq FROM th), (SELECT parent_id FROM th),
+    EXISTS (SELECT 1 FROM locked), EXISTS (SELECT 1 FROM turn),
+    EXISTS (SELECT 1 FROM turn WHERE completed_at IS NOT NULL)
+"""
+)
+
+
+def complete_turn_on_leaf(
+    ctx: Ctx,
+    tenant: str,
+    thread_id: str,
+    turn_id: str,
+    messages: Sequence[NewMessage],
+    incarnation: str | None = None,
+) -> Op[list[Message] | None]:
+    """``complete_turn`` in one ``Alone`` statement on PostgreSQL when the turn's user
+    message is still the active leaf; ``None`` (nothing written) when it is not, and
+    the caller runs ``complete_turn``. SQLite, an empty list or attachments: ``complete_turn``."""
+    edge(tenant, thread_id=thread_id, turn_id=turn_id)
+    if ctx.dialect != "postgresql" or not messages:
+        return (yield from complete_turn(ctx, tenant, thread_id, turn_id, messages, incarnation))
+    now = ctx.now()
+    rows, _ = chain_rows(tenant, thread_id, messages, now, turn_id, None)
+    if attachment_refs(r["parts"] for r in rows):
+        return (yield from complete_turn(ctx, tenant, thread_id, turn_id, messages, incarnation))
+    answer = next((r["id"] for r in reversed(rows) if r["role"] == "assistant"), rows[-1]["id"])
+    params = pg_chain_params(
+        tenant, thread_id, ACTIVE, rows, now, move_leaf=True, turn_id=turn_id,
+        incarnation=incarnation,
+    )
+    params["answer_id"] = answer
+    res = yield Alone(_PG_COMPLETE_TURN, params)
+    first_seq, parent, thread_found, turn_found, completed = res.one()
+    if not thread_found:
+        raise missing_thread(tenant, thread_id, incarnation)
+    if not turn_found:
+        raise ThreadNotFound(f"turn {turn_id!r} not found in thread {thread_id!r}")
+    if completed:
+        raise ConfigError(f"turn {turn_id!r} is already complete")
+    if first_seq is None:
+        return None  # another device appended meanwhile: the path decides (complete_turn)
+    return number_chain(rows, int(first_seq), parent)
+
 
 def reconstruct_model_input(tenant: str, thread_id: str, turn_id: str) -> Op[ReconstructedInput]:
     """Rebuild what the model received on a turn from the record."""
