@@ -138,8 +138,24 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
+def _any_of(patterns: list[tuple[re.Pattern[str], str]]) -> re.Pattern[str]:
+    """One pattern matching wherever any of ``patterns`` does (each keeps its own flags;
+    group names dropped, as no pattern refers back to one)."""
+    def unnamed(p: re.Pattern[str]) -> str:
+        body = re.sub(r"\(\?P<\w+>", "(?:", p.pattern)
+        return f"(?i:{body})" if p.flags & re.IGNORECASE else f"(?:{body})"
+
+    return re.compile("|".join(unnamed(p) for p, _kind in patterns))
+
+
+#: Most questions name no period: one search tells, instead of every pattern's.
+_ANY_PERIOD = _any_of(_PATTERNS)
+
+
 def find_periods(text: str, today: date) -> list[PeriodMention]:
     """Every period phrase in ``text``, in order, without overlaps (longest first)."""
+    if _ANY_PERIOD.search(text) is None:
+        return []
     found: list[PeriodMention] = []
     taken: list[tuple[int, int]] = []
     for pattern, kind in _PATTERNS:
