@@ -170,7 +170,7 @@ class SessionState:
                 raise TypeError(f"SessionState has no field(s) {unknown}")
             values[index] = value
         new = object.__new__(SessionState)
-        for put, value in zip(_SLOT_SETTERS, values):
+        for put, value in zip(_SLOT_SETTERS, values, strict=True):
             put(new, value)
         return new
 
