@@ -131,10 +131,11 @@ class InMemoryCatalog:
 
     def _exact_mentions(self, text: str, tokens: Sequence[Token]) -> list[Mention]:
         out: list[Mention] = []
+        norms = [t.norm for t in tokens]
         i = 0
         while i < len(tokens):
             for n in range(min(self._max_len, len(tokens) - i), 0, -1):
-                hit = self._exact.get(tuple(t.norm for t in tokens[i:i + n]))
+                hit = self._exact.get(tuple(norms[i:i + n]))
                 if not hit:
                     continue
                 kind: MatchKind
