@@ -43,6 +43,7 @@ its error, never as a number.
     python bench/agent_turn.py            # table (median of 3 runs)
     python bench/agent_turn.py --json     # machine-readable
     python bench/agent_turn.py --smoke    # seconds: 6 turns, 1 run (CI)
+    python bench/agent_turn.py --cpu-only # the CPU per turn alone (no servers)
 """
 
 from __future__ import annotations
@@ -528,7 +529,10 @@ def _print(result: dict[str, Any]) -> None:
     for name, t in result["targets"].items():
         print(f"  {name:<28} {t['ratio']} (target <= {t['target']}): "
               f"{'met' if t['met'] else 'NOT MET'}")
-    cpu = result["cpu"]
+    _print_cpu(result["cpu"])
+
+
+def _print_cpu(cpu: dict[str, Any]) -> None:
     print(f"\nCPU per turn, in-memory stores (median of {cpu['samples_per_variant']} turns):")
     for name, ms in cpu["cpu_ms_per_turn"].items():
         print(f"  {name:<10} {ms:.3f} ms")
@@ -545,6 +549,8 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=None, help="turns (default 50; smoke 6)")
     parser.add_argument("--cpu-runs", type=int, default=None,
                         help="conversations for the CPU figures (default 6; smoke 1)")
+    parser.add_argument("--cpu-only", action="store_true",
+                        help="only the CPU per turn with in-memory stores (no servers)")
     args = parser.parse_args()
     turns = args.turns or (6 if args.smoke else 50)
     if turns < 6:
@@ -554,6 +560,14 @@ def main() -> int:
     admin = os.environ.get("DATABASE_URL") or DEFAULT_PG
     admin = admin.replace("postgresql+psycopg://", "postgresql://", 1)
     domain = crm_domain()
+    cpu_runs = args.cpu_runs or (1 if args.smoke else 6)
+    if args.cpu_only:
+        cpu = middleware_cpu(cpu_runs, turns, domain)
+        if args.json:
+            print(json.dumps({"turns": turns, "cpu": cpu}, indent=2))
+        else:
+            _print_cpu(cpu)
+        return 0
     errors: dict[str, str] = {}
     calls: dict[str, dict[str, int]] = {}
     with redis_server() as redis_url:
@@ -563,7 +577,7 @@ def main() -> int:
         "turns": turns, "runs": runs, "marks": list(marks), "rows": rows, "errors": errors,
         "calls_last_turn": calls,
         "targets": targets(rows, turns),
-        "cpu": middleware_cpu(args.cpu_runs or (1 if args.smoke else 6), turns, domain),
+        "cpu": middleware_cpu(cpu_runs, turns, domain),
     }
     if args.json:
         print(json.dumps(result, indent=2))

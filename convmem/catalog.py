@@ -68,6 +68,7 @@ class InMemoryCatalog:
     """An indexed catalog over a fixed list of entities (order kept for clarifications)."""
 
     _MIN_TYPO_WORD = 4
+    _NEAR_CACHE = 4096
 
     def __init__(self, entities: Iterable[Entity]) -> None:
         self.entities: tuple[Entity, ...] = tuple(entities)
@@ -79,6 +80,7 @@ class InMemoryCatalog:
         self._label_words: dict[str, set[int]] = defaultdict(set)
         self._word_deletes: dict[str, set[str]] = defaultdict(set)
         self._max_len = 1
+        self._near: dict[str, frozenset[int]] = {}  # word -> _candidate_labels(word)
         for pos, entity in enumerate(self.entities):
             self._by_id[(entity.type, entity.id)] = entity
             label_key = _key(entity.label)
@@ -129,10 +131,11 @@ class InMemoryCatalog:
 
     def _exact_mentions(self, text: str, tokens: Sequence[Token]) -> list[Mention]:
         out: list[Mention] = []
+        norms = [t.norm for t in tokens]
         i = 0
         while i < len(tokens):
             for n in range(min(self._max_len, len(tokens) - i), 0, -1):
-                hit = self._exact.get(tuple(t.norm for t in tokens[i:i + n]))
+                hit = self._exact.get(tuple(norms[i:i + n]))
                 if not hit:
                     continue
                 kind: MatchKind
@@ -159,12 +162,12 @@ class InMemoryCatalog:
         extend) every exact name they touch."""
         stops = stopwords()
         found: list[tuple[int, int, int, tuple[int, ...]]] = []  # (distance, -n, i, positions)
-        near: dict[int, set[int]] = {}  # token index -> labels with a word near it
+        near: dict[int, frozenset[int]] = {}  # token index -> labels with a word near it
 
-        def labels_near(j: int) -> set[int]:
+        def labels_near(j: int) -> frozenset[int]:
             if j not in near:
                 word = tokens[j].norm
-                near[j] = set() if word in stops else self._candidate_labels(word)
+                near[j] = frozenset() if word in stops else self._candidate_labels(word)
             return near[j]
 
         for i, first in enumerate(tokens):
@@ -214,8 +217,19 @@ class InMemoryCatalog:
                                tuple(self.entities[p] for p in positions), "typo"))
         return out
 
-    def _candidate_labels(self, word: str) -> set[int]:
-        """Labels containing a word within one symmetric delete of ``word``."""
+    def _candidate_labels(self, word: str) -> frozenset[int]:
+        """Labels containing a word within one symmetric delete of ``word``.
+
+        Questions reuse the same words: the last few thousand words' answers are kept
+        (the indexes never change after construction)."""
+        found = self._near.get(word)
+        if found is None:
+            if len(self._near) >= self._NEAR_CACHE:
+                self._near.clear()
+            found = self._near[word] = frozenset(self._labels_near_word(word))
+        return found
+
+    def _labels_near_word(self, word: str) -> set[int]:
         if len(word) < self._MIN_TYPO_WORD - 1:
             return set()
         words: set[str] = set()

@@ -36,7 +36,18 @@ _FORBIDDEN_IN_ID = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def check_id(value: object, field: str, max_chars: int) -> str:
-    """``value`` when it is a usable identifier, else ``ConfigError`` naming ``field``."""
+    """``value`` when it is a usable identifier, else ``ConfigError`` naming ``field``.
+
+    Checked several times a turn: printable ASCII (no control character, no
+    surrogate) that is not all spaces and within the limit passes without the scan."""
+    if (
+        type(value) is str
+        and value.isascii()
+        and value.isprintable()
+        and len(value) <= max_chars
+        and value.strip()
+    ):
+        return value
     if not isinstance(value, str):
         raise ConfigError(f"{field} must be a string, got {type(value).__name__}")
     if not value.strip():

@@ -138,8 +138,26 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
+#: What every pattern above needs in its match: a digit (days, years, Q1, H2, "3 weeks"),
+#: a month's first three letters (names and abbreviations), or a unit or relative word.
+_NEEDED = re.compile(
+    r"[0-9]|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec"
+    r"|quarter|half|week|month|year|ytd|ago|before|day|tomorrow",
+    re.IGNORECASE | re.ASCII,
+)
+
+
+def _may_name_a_period(text: str) -> bool:
+    """False only when no pattern can match: an ASCII text with none of ``_NEEDED``
+    (there, case-insensitive matching is ASCII case folding). Most questions name no
+    period, and one literal scan is far cheaper than every pattern's."""
+    return not text.isascii() or _NEEDED.search(text) is not None
+
+
 def find_periods(text: str, today: date) -> list[PeriodMention]:
     """Every period phrase in ``text``, in order, without overlaps (longest first)."""
+    if not _may_name_a_period(text):
+        return []
     found: list[PeriodMention] = []
     taken: list[tuple[int, int]] = []
     for pattern, kind in _PATTERNS:

@@ -167,10 +167,18 @@ def render(state: SessionState, *, questions: tuple[str, ...] | None = None) -> 
     return _render((state.focus, state.salient, filters, state.format, asked[-3:]))
 
 
+@lru_cache(maxsize=64)
+def _inert_question(question: str) -> str:
+    """A recent question as the block shows it. Each is shown on the next three turns'
+    blocks (and the open turn's): made inert once (questions are at most
+    ``MAX_QUESTION_CHARS`` long, so the cache stays small)."""
+    return inert(question, max_tokens=QUESTION_TOKENS)
+
+
 @lru_cache(maxsize=128)
 def _render(key: _Key) -> str:
     lines = _slots(key)
-    questions = [inert(q, max_tokens=QUESTION_TOKENS) for q in key[4]]
+    questions = [_inert_question(q) for q in key[4]]
     while questions:
         candidate = [*lines, "Earlier in this session: " + "; ".join(f'"{q}"' for q in questions)]
         if count_tokens("\n".join([HEADER, *candidate])) <= BLOCK_BUDGET:

@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, Literal
 
 import orjson
@@ -156,19 +157,27 @@ class SessionState:
         """A copy with ``changes``; ``dataclasses.replace`` without its per-call cost.
 
         The policy evolves the state several times a turn and every save stamps its
-        version, so this is on the hot path. Fields are copied as they are (there is
-        no ``__post_init__`` to rerun); an unknown field name is a ``TypeError``.
+        version, so this is on the hot path: every field read at once (``attrgetter``),
+        the changed ones put in, each slot written through its descriptor (the frozen
+        ``__setattr__`` is bypassed as ``replace`` would, and there is no
+        ``__post_init__`` to rerun). An unknown field name is a ``TypeError``.
         """
-        if not changes.keys() <= _SESSION_STATE_FIELDS:
-            unknown = sorted(changes.keys() - _SESSION_STATE_FIELDS)
-            raise TypeError(f"SessionState has no field(s) {unknown}")
+        values = list(_ALL_FIELDS(self))
+        for name, value in changes.items():
+            index = _FIELD_INDEX.get(name)
+            if index is None:
+                unknown = sorted(changes.keys() - _FIELD_INDEX.keys())
+                raise TypeError(f"SessionState has no field(s) {unknown}")
+            values[index] = value
         new = object.__new__(SessionState)
-        for name in _SESSION_STATE_FIELDS:
-            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        for put, value in zip(_SLOT_SETTERS, values, strict=True):
+            put(new, value)
         return new
 
 
-_SESSION_STATE_FIELDS = {f.name: None for f in fields(SessionState)}.keys()  # ordered set
+_FIELD_INDEX = {f.name: i for i, f in enumerate(fields(SessionState))}
+_ALL_FIELDS = attrgetter(*_FIELD_INDEX)
+_SLOT_SETTERS = tuple(getattr(SessionState, name).__set__ for name in _FIELD_INDEX)
 
 
 # --------------------------------------------------------------------------- codec

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 _WORD = re.compile(r"[^\W_]+(?:[-'’.&][^\W_]+)*|&", re.UNICODE)
@@ -30,7 +30,25 @@ def tokenize(text: str) -> list[Token]:
     """Lower-cased word tokens with spans; possessive ``'s`` and a trailing ``'`` are dropped.
 
     ``"Northline's"`` → ``northline``; ``"O-4478"`` stays one token; ``"Co."`` → ``co``.
+
+    One question is tokenized by the catalog, the cue scan, the reference finder and
+    the rewrite within a turn: the last texts' tokens are kept (tokens are immutable;
+    each caller gets its own list).
     """
+    if len(text) > _CACHED_TEXT_CHARS:
+        return list(_tokenize(text))
+    return list(_cached_tokens(text))
+
+
+_CACHED_TEXT_CHARS = 4000  # a question's limit (``MAX_QUESTION_CHARS``)
+
+
+@lru_cache(maxsize=64)
+def _cached_tokens(text: str) -> tuple[Token, ...]:
+    return _tokenize(text)
+
+
+def _tokenize(text: str) -> tuple[Token, ...]:
     tokens: list[Token] = []
     for m in _WORD.finditer(text):
         raw = m.group(0)
@@ -40,7 +58,7 @@ def tokenize(text: str) -> list[Token]:
         if raw:
             norm = raw.lower().replace("’", "'")
             tokens.append(Token(norm, m.start(), m.start() + len(raw)))
-    return tokens
+    return tuple(tokens)
 
 
 def words(text: str) -> list[str]:

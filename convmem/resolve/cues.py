@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -45,11 +45,27 @@ class _Phrase:
     key: str  # filter key, or format name
     value: str | None  # normalised filter value; None for a clear phrase
     pattern: re.Pattern[str]
+    #: The phrase's longest word, lower-cased, when the phrase is ASCII: an ASCII text
+    #: without it cannot match (``_present``), so the pattern is not run.
+    needle: str | None = None
 
 
-def _phrase_pattern(phrase: str) -> re.Pattern[str]:
+def _phrase(key: str, value: str | None, phrase: str) -> _Phrase:
     body = r"\s+".join(re.escape(w) for w in phrase.split())
-    return re.compile(rf"(?<![\w-]){body}(?![\w-])", re.IGNORECASE)
+    pattern = re.compile(rf"(?<![\w-]){body}(?![\w-])", re.IGNORECASE)
+    words = phrase.lower().split() if phrase.isascii() else []
+    return _Phrase(key, value, pattern, max(words, key=len) if words else None)
+
+
+def _present(phrases: tuple[_Phrase, ...], lowered: str | None) -> Iterable[_Phrase]:
+    """The phrases that may occur in the text ``lowered`` is the lower case of, in order.
+
+    Only ASCII text is filtered (``lowered`` is None otherwise): there case-insensitive
+    matching is ASCII case folding, so a match needs the phrase's ``needle`` in the
+    lower-cased text. Most phrases are absent from any one question."""
+    if lowered is None:
+        return phrases
+    return [p for p in phrases if p.needle is None or p.needle in lowered]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +91,12 @@ def _phrases(domain: Domain) -> _DomainPhrases:
         elif isinstance(spec, VocabFilter):
             for value, aliases in spec.values.items():
                 for alias in {value, *aliases}:
-                    vocab.append(_Phrase(key, value, _phrase_pattern(alias)))
+                    vocab.append(_phrase(key, value, alias))
     clears = [
-        _Phrase(key, None, _phrase_pattern(p)) for key, ps in domain.clear_phrases.items() for p in ps
+        _phrase(key, None, p) for key, ps in domain.clear_phrases.items() for p in ps
     ]
     formats = [
-        _Phrase(fmt, fmt, _phrase_pattern(p)) for fmt, ps in domain.formats.items() for p in ps
+        _phrase(fmt, fmt, p) for fmt, ps in domain.formats.items() for p in ps
     ]
 
     def by_length(p: _Phrase) -> int:
@@ -122,6 +138,7 @@ def scan(text: str, mentions: Sequence[Mention], domain: Domain, today: date) ->
     ph = _phrases(domain)
     cues = Cues(list(mentions), [(m.start, m.end) for m in mentions])
     events: list[tuple[int, str, str | None]] = []  # (position, key, value or None = clear)
+    lowered = text.lower() if text.isascii() else None
 
     def claim(start: int, end: int) -> bool:
         if overlaps(start, end, cues.taken):
@@ -130,13 +147,13 @@ def scan(text: str, mentions: Sequence[Mention], domain: Domain, today: date) ->
         cues.cue_spans.append((start, end))
         return True
 
-    for phrase in ph.clears:
+    for phrase in _present(ph.clears, lowered):
         for m in phrase.pattern.finditer(text):
             if claim(m.start(), m.end()):
                 events.append((m.start(), phrase.key, None))
                 cues.filter_spans.setdefault(phrase.key, []).append((m.start(), m.end()))
     fmt_hits: list[tuple[int, Format]] = []
-    for phrase in ph.formats:
+    for phrase in _present(ph.formats, lowered):
         for m in phrase.pattern.finditer(text):
             if claim(m.start(), m.end()) and phrase.value in FORMATS:
                 fmt_hits.append((m.start(), phrase.key))  # type: ignore[arg-type]
@@ -145,7 +162,7 @@ def scan(text: str, mentions: Sequence[Mention], domain: Domain, today: date) ->
             if claim(p.start, p.end):
                 events.append((p.start, ph.period_key, p.value))
                 cues.filter_spans.setdefault(ph.period_key, []).append((p.start, p.end))
-    for phrase in ph.vocab:
+    for phrase in _present(ph.vocab, lowered):
         for m in phrase.pattern.finditer(text):
             if claim(m.start(), m.end()):
                 events.append((m.start(), phrase.key, phrase.value))
