@@ -495,14 +495,18 @@ def _failed(error: BaseException) -> ToolResult:
     return ToolResult(False, None, f"{type(error).__name__}: {error}")
 
 
-class _Listener(BaseCallbackHandler):
-    """The turn's ears (``_Ears``) inside a sync run."""
+class _Listening:
+    """What both listeners are: inline, raising, and hearing the turn through ``_Ears``."""
 
     raise_error = True
     run_inline = True
 
     def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
         self.ears = _Ears(memory, session, started)
+
+
+class _Listener(_Listening, BaseCallbackHandler):
+    """The turn's ears (``_Ears``) inside a sync run."""
 
     @staticmethod
     def _run(effect: Effect[Any] | None) -> None:
@@ -527,14 +531,8 @@ class _Listener(BaseCallbackHandler):
         self._run(self.ears.tool_done(run_id, lambda: _failed(error)))
 
 
-class _AsyncListener(AsyncCallbackHandler):
+class _AsyncListener(_Listening, AsyncCallbackHandler):
     """The turn's ears (``_Ears``) inside an async run: awaits the façade's async twins."""
-
-    raise_error = True
-    run_inline = True
-
-    def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
-        self.ears = _Ears(memory, session, started)
 
     @staticmethod
     async def _run(effect: Effect[Any] | None) -> None:
