@@ -28,6 +28,7 @@ from convmem.errors import ConfigError, ConvMemError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from convmem.domain import Domain
     from convmem.resolve import Resolver
@@ -120,6 +121,17 @@ def _console(*, stderr: bool = False) -> Console:
 # --------------------------------------------------------------------------- init and domain
 
 
+def _section(title: str, *columns: str, right: tuple[str, ...] = ()) -> Table:
+    """An empty table of the domain report, its title flush left (rich imported lazily:
+    the CLI starts without it)."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, justify="right" if column in right else "left")
+    return table
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from convmem import examples
     from convmem.domain import domain_schema, parse_domain_bytes
@@ -178,37 +190,27 @@ def cmd_domain_check(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    from rich.table import Table
     from rich.text import Text
 
     out = _console()
     out.print(Text(f"{args.file}: domain {domain.name!r} is valid"))
-    table = Table(title="entities", title_justify="left")
-    table.add_column("type")
-    table.add_column("count", justify="right")
+    table = _section("entities", "type", "count", right=("count",))
     for etype, count in summary["entities"].items():
         table.add_row(Text(etype), str(count))
     if not types:
         table.add_row("(none: focus comes from tool results)", "0")
     out.print(table)
-    table = Table(title="filters", title_justify="left")
-    table.add_column("key")
-    table.add_column("kind / values")
-    table.add_column("cleared by")
+    table = _section("filters", "key", "kind / values", "cleared by")
     for key, kind in summary["filters"].items():
         shown = kind if isinstance(kind, str) else "vocab: " + ", ".join(kind)
         table.add_row(Text(key), Text(shown), Text(", ".join(summary["clear_phrases"].get(key, []))))
     out.print(table)
-    table = Table(title="formats", title_justify="left")
-    table.add_column("format")
-    table.add_column("cue phrases")
+    table = _section("formats", "format", "cue phrases")
     for fmt, cues in summary["formats"].items():
         table.add_row(fmt, Text(", ".join(cues)))
     out.print(table)
-    table = Table(title="tools", title_justify="left")
-    table.add_column("tool")
-    table.add_column("sets focus (type: id field, label field)")
-    table.add_column("sets filters (filter <- argument)")
+    table = _section("tools", "tool", "sets focus (type: id field, label field)",
+                     "sets filters (filter <- argument)")
     for name, rule in summary["tools"].items():
         focus = rule["focus"]
         table.add_row(  # Text throughout: a domain's words are data, never rich markup

@@ -35,7 +35,7 @@ the tool schemas; any other message (few-shot examples) is kept in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 from uuid import UUID
@@ -57,6 +57,7 @@ from langchain_core.messages import (
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 
+from convmem.effects import Effect, call
 from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
 from convmem.tools import ToolResult
@@ -452,13 +453,26 @@ class _ToolRun:
     call_id: str | None
 
 
-class _Tools:
-    """Tool runs between their start and end callbacks, by run id."""
+class _Ears:
+    """What the turn hears inside the chain, as the façade call each event asks for:
+    every tool run's result goes to ``record_tool`` (the domain's tool rules; a failure
+    changes nothing), and with a transcript the first chat-model start writes commit
+    point 1. The sync and async listeners differ only in how they run the call."""
 
-    def __init__(self) -> None:
+    def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
+        self.memory, self.session, self.started = memory, session, started
         self.runs: dict[UUID, _ToolRun] = {}
 
-    def start(
+    def model_input(
+        self, messages: list[list[BaseMessage]], kwargs: Mapping[str, Any]
+    ) -> Effect[Any] | None:
+        if self.memory.transcript is None:
+            return None
+        model_call = _model_call(messages[0], self.started, kwargs)
+        return call(self.memory.record_model_input, self.memory.arecord_model_input,
+                    self.session, model_call)
+
+    def tool_start(
         self, serialized: dict[str, Any] | None, input_str: str, run_id: UUID,
         kwargs: Mapping[str, Any],
     ) -> None:
@@ -468,102 +482,79 @@ class _Tools:
         call_id = kwargs.get("tool_call_id")
         self.runs[run_id] = _ToolRun(str(name), args, call_id if isinstance(call_id, str) else None)
 
-    def end(self, run_id: UUID) -> _ToolRun | None:
-        return self.runs.pop(run_id, None)
+    def tool_done(self, run_id: UUID, result: Callable[[], ToolResult]) -> Effect[Any] | None:
+        """``record_tool`` for a run this turn saw start (``result`` read only then)."""
+        run = self.runs.pop(run_id, None)
+        if run is None:
+            return None
+        return call(self.memory.record_tool, self.memory.arecord_tool, self.session,
+                    run.name, run.args, result(), call_id=run.call_id)
 
 
-class _Listener(BaseCallbackHandler):
-    """The turn's ears inside the chain (sync runs): every tool run's result goes to
-    ``record_tool`` (the domain's tool rules; a failure changes nothing), and with a
-    transcript the first chat-model start writes commit point 1."""
+def _failed(error: BaseException) -> ToolResult:
+    return ToolResult(False, None, f"{type(error).__name__}: {error}")
+
+
+class _Listening:
+    """What both listeners are: inline, raising, and hearing the turn through ``_Ears``."""
 
     raise_error = True
     run_inline = True
 
     def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
-        self.memory, self.session, self.started = memory, session, started
-        self.tools = _Tools()
+        self.ears = _Ears(memory, session, started)
+
+
+class _Listener(_Listening, BaseCallbackHandler):
+    """The turn's ears (``_Ears``) inside a sync run."""
+
+    @staticmethod
+    def _run(effect: Effect[Any] | None) -> None:
+        if effect is not None:
+            effect.run()
 
     def on_chat_model_start(
-        self,
-        serialized: dict[str, Any],
-        messages: list[list[BaseMessage]],
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *,
+        run_id: UUID, **kwargs: Any,
     ) -> Any:
-        if self.memory.transcript is None:
-            return
-        call = _model_call(messages[0], self.started, {**kwargs, "metadata": metadata})
-        self.memory.record_model_input(self.session, call)
+        self._run(self.ears.model_input(messages, kwargs))
 
     def on_tool_start(
         self, serialized: dict[str, Any], input_str: str, *, run_id: UUID, **kwargs: Any
     ) -> Any:
-        self.tools.start(serialized, input_str, run_id, kwargs)
+        self.ears.tool_start(serialized, input_str, run_id, kwargs)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-        run = self.tools.end(run_id)
-        if run is not None:
-            self.memory.record_tool(
-                self.session, run.name, run.args, output_result(output), call_id=run.call_id
-            )
+        self._run(self.ears.tool_done(run_id, lambda: output_result(output)))
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
-        run = self.tools.end(run_id)
-        if run is not None:
-            failed = ToolResult(False, None, f"{type(error).__name__}: {error}")
-            self.memory.record_tool(self.session, run.name, run.args, failed,
-                                    call_id=run.call_id)
+        self._run(self.ears.tool_done(run_id, lambda: _failed(error)))
 
 
-class _AsyncListener(AsyncCallbackHandler):
-    """``_Listener`` for async runs: awaits the façade's async twins."""
+class _AsyncListener(_Listening, AsyncCallbackHandler):
+    """The turn's ears (``_Ears``) inside an async run: awaits the façade's async twins."""
 
-    raise_error = True
-    run_inline = True
-
-    def __init__(self, memory: SessionMemory, session: str, started: TurnContext) -> None:
-        self.memory, self.session, self.started = memory, session, started
-        self.tools = _Tools()
+    @staticmethod
+    async def _run(effect: Effect[Any] | None) -> None:
+        if effect is not None:
+            await effect.arun()
 
     async def on_chat_model_start(
-        self,
-        serialized: dict[str, Any],
-        messages: list[list[BaseMessage]],
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *,
+        run_id: UUID, **kwargs: Any,
     ) -> Any:
-        if self.memory.transcript is None:
-            return
-        call = _model_call(messages[0], self.started, {**kwargs, "metadata": metadata})
-        await self.memory.arecord_model_input(self.session, call)
+        await self._run(self.ears.model_input(messages, kwargs))
 
     async def on_tool_start(
         self, serialized: dict[str, Any], input_str: str, *, run_id: UUID, **kwargs: Any
     ) -> Any:
-        self.tools.start(serialized, input_str, run_id, kwargs)
+        self.ears.tool_start(serialized, input_str, run_id, kwargs)
 
     async def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-        run = self.tools.end(run_id)
-        if run is not None:
-            await self.memory.arecord_tool(
-                self.session, run.name, run.args, output_result(output), call_id=run.call_id
-            )
+        await self._run(self.ears.tool_done(run_id, lambda: output_result(output)))
 
     async def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
-        run = self.tools.end(run_id)
-        if run is not None:
-            failed = ToolResult(False, None, f"{type(error).__name__}: {error}")
-            await self.memory.arecord_tool(self.session, run.name, run.args, failed,
-                                           call_id=run.call_id)
+        await self._run(self.ears.tool_done(run_id, lambda: _failed(error)))
 
 
 def _listening(

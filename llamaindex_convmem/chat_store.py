@@ -39,10 +39,11 @@ their native async twins; these classes only pick the view.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import (
+    BaseModel,
     PrivateAttr,
     SerializationInfo,
     SerializerFunctionWrapHandler,
@@ -134,18 +135,12 @@ def _dumped(data: dict[str, Any]) -> dict[str, Any]:
 
 
 @traced
-@pickled_by_reference
-class ConvMemChatStore(BaseChatStore):
-    """A ``BaseChatStore`` whose keys are transcript threads (see the module docstring).
+class _ThreadPerKey(BaseModel):
+    """What both stores share: the view's fields, built by ``_configure``, and the
+    transcript thread behind each key."""
 
-    ``ConvMemChatStore(transcript, tenant="default")``: behind
-    ``ChatMemoryBuffer.from_defaults(chat_store=...)`` the prompt is unchanged and the
-    history becomes a durable, branchable record. ``ConvMemChatStore(memory,
-    view="session", rewrite=True, system_prompt=None)``: the buffer hands the model the
-    session block and the current turn instead (``system_prompt`` is the engine's, for
-    the record). Every method is natively sync and natively async (``aget_messages``,
-    ``async_add_message``, ...).
-    """
+    #: Whether reads return what the model saw (``SessionOps``): the DB store's ``Memory``.
+    reads_back: ClassVar[bool] = False
 
     tenant: str = "default"
     database: str = ""
@@ -165,12 +160,55 @@ class ConvMemChatStore(BaseChatStore):
         **data: Any,
     ) -> None:
         ops, fields = _configure(
-            type(self).__name__, False, store, tenant, view, rewrite, system_prompt
+            type(self).__name__, self.reads_back, store, tenant, view, rewrite, system_prompt
         )
         for name in ("database", "class_name"):
             data.pop(name, None)  # recomputed from the store (password masked)
         super().__init__(**{**data, **fields})
         self._ops = ops
+
+    @property
+    def transcript(self) -> TranscriptStore:
+        """The record behind this store (for export, redaction, erasure, branches)."""
+        return self._ops.store
+
+    async def _arun(self, flow: Flow[T]) -> T:
+        return await aperform(flow)
+
+    def thread_id(self, key: str) -> str:
+        """The transcript thread holding ``key`` (created on first use)."""
+        return perform(self._ops.thread(key))
+
+    async def athread_id(self, key: str) -> str:
+        """Async ``thread_id``."""
+        return await self._arun(self._ops.thread(key))
+
+    def delete_thread(self, key: str) -> DeletionReceipt | None:
+        """Erase ``key``'s thread (rows, attachments, search index; the session view also
+        the session state); the key then names a fresh thread."""
+        return perform(self._ops.delete_thread(key))
+
+    async def adelete_thread(self, key: str) -> DeletionReceipt | None:
+        return await self._arun(self._ops.delete_thread(key))
+
+    async def ahistory(self, key: str) -> list[ChatMessage]:
+        """The conversation as recorded (the active path), in both views: what a UI shows."""
+        return await self._arun(self._ops.history(key))
+
+
+@traced
+@pickled_by_reference
+class ConvMemChatStore(_ThreadPerKey, BaseChatStore):
+    """A ``BaseChatStore`` whose keys are transcript threads (see the module docstring).
+
+    ``ConvMemChatStore(transcript, tenant="default")``: behind
+    ``ChatMemoryBuffer.from_defaults(chat_store=...)`` the prompt is unchanged and the
+    history becomes a durable, branchable record. ``ConvMemChatStore(memory,
+    view="session", rewrite=True, system_prompt=None)``: the buffer hands the model the
+    session block and the current turn instead (``system_prompt`` is the engine's, for
+    the record). Every method is natively sync and natively async (``aget_messages``,
+    ``async_add_message``, ...).
+    """
 
     @classmethod
     def class_name(cls) -> str:
@@ -184,39 +222,13 @@ class ConvMemChatStore(BaseChatStore):
         data["class_name"] = self.class_name()
         return data
 
-    @property
-    def transcript(self) -> TranscriptStore:
-        """The record behind this store (for export, redaction, erasure, branches)."""
-        return self._ops.store
-
     def _run(self, flow: Flow[T]) -> T:
         return perform(flow)
-
-    async def _arun(self, flow: Flow[T]) -> T:
-        return await aperform(flow)
-
-    def thread_id(self, key: str) -> str:
-        """The transcript thread holding ``key`` (created on first use)."""
-        return self._run(self._ops.thread(key))
-
-    async def athread_id(self, key: str) -> str:
-        """Async ``thread_id``."""
-        return await self._arun(self._ops.thread(key))
-
-    def delete_thread(self, key: str) -> DeletionReceipt | None:
-        """Erase ``key``'s thread (rows, attachments, search index; the session view also
-        the session state); the key then names a fresh thread."""
-        return self._run(self._ops.delete_thread(key))
-
-    async def adelete_thread(self, key: str) -> DeletionReceipt | None:
-        return await self._arun(self._ops.delete_thread(key))
 
     def history(self, key: str) -> list[ChatMessage]:
         """The conversation as recorded (the active path), in both views: what a UI shows."""
         return self._run(self._ops.history(key))
 
-    async def ahistory(self, key: str) -> list[ChatMessage]:
-        return await self._arun(self._ops.history(key))
 
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
         """Make ``messages`` the active path (shared prefix reused, the rest a new branch)."""
@@ -279,7 +291,7 @@ class ConvMemChatStore(BaseChatStore):
 
 @traced
 @pickled_by_reference
-class ConvMemDBChatStore(AsyncDBChatStore):
+class ConvMemDBChatStore(_ThreadPerKey, AsyncDBChatStore):
     """An ``AsyncDBChatStore`` for ``Memory.from_defaults(chat_store=...)`` (see module doc).
 
     ``ConvMemDBChatStore(transcript, tenant="default")`` or ``ConvMemDBChatStore(memory,
@@ -288,30 +300,7 @@ class ConvMemDBChatStore(AsyncDBChatStore):
     each loop its own engine, so that is safe.
     """
 
-    tenant: str = "default"
-    database: str = ""
-    view: View = "record"
-    rewrite: bool = True
-    system_prompt: str | None = None
-    _ops: RecordOps | SessionOps = PrivateAttr()
-
-    def __init__(
-        self,
-        store: TranscriptStore | SessionMemory | None = None,
-        *,
-        tenant: str | None = None,
-        view: View = "record",
-        rewrite: bool | None = None,
-        system_prompt: str | None = None,
-        **data: Any,
-    ) -> None:
-        ops, fields = _configure(
-            type(self).__name__, True, store, tenant, view, rewrite, system_prompt
-        )
-        for name in ("database", "class_name"):
-            data.pop(name, None)
-        super().__init__(**{**data, **fields})
-        self._ops = ops
+    reads_back = True
 
     @classmethod
     def class_name(cls) -> str:
@@ -327,33 +316,6 @@ class ConvMemDBChatStore(AsyncDBChatStore):
         """Configuration only (tenant, masked database URL, class name; the session view
         also its options); never a password."""
         return {**self.model_dump(), "class_name": self.class_name()}
-
-    @property
-    def transcript(self) -> TranscriptStore:
-        """The record behind this store."""
-        return self._ops.store
-
-    async def _arun(self, flow: Flow[T]) -> T:
-        return await aperform(flow)
-
-    def thread_id(self, key: str) -> str:
-        """The transcript thread holding ``key`` (created on first use)."""
-        return perform(self._ops.thread(key))
-
-    async def athread_id(self, key: str) -> str:
-        """Async ``thread_id``."""
-        return await self._arun(self._ops.thread(key))
-
-    def delete_thread(self, key: str) -> DeletionReceipt | None:
-        """Erase ``key``'s thread (and, in the session view, its session state)."""
-        return perform(self._ops.delete_thread(key))
-
-    async def adelete_thread(self, key: str) -> DeletionReceipt | None:
-        return await self._arun(self._ops.delete_thread(key))
-
-    async def ahistory(self, key: str) -> list[ChatMessage]:
-        """The conversation as recorded (the active path), in both views."""
-        return await self._arun(self._ops.history(key))
 
     async def get_messages(
         self,

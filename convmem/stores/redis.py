@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 import redis
 import redis.asyncio
@@ -82,6 +82,9 @@ from convmem.stores.redis_wire import (
 __all__ = ["RedisClusterSessionStateStore", "RedisSessionStateStore"]
 
 T = TypeVar("T")
+
+#: What a client raises when the server cannot be used: an outage or a misconfiguration.
+_CLIENT_FAILURES = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError)
 
 #: How many of our own last writes a store remembers to skip decoding them on load.
 _RECENT_SIZE = 1024
@@ -145,14 +148,19 @@ class _RedisStoreBase:
     def _new_aclient(self, url: str) -> Any:
         raise NotImplementedError
 
+    def _url_for_own_client(self, given: str, instead: str) -> str:
+        """The URL to build a client from; a store given only a ``given`` client has none."""
+        if self._url is None:
+            raise ConfigError(
+                f"{type(self).__name__} was given {given} client; use {instead} "
+                "or pass a URL to get both"
+            )
+        return self._url
+
     def _sync_client(self) -> Any:
         if self._client is None:
-            if self._url is None:
-                raise ConfigError(
-                    f"{type(self).__name__} was given an async client; use the a* methods "
-                    "or pass a URL to get both"
-                )
-            self._client = self._new_client(self._url)
+            self._client = self._new_client(
+                self._url_for_own_client("an async", "the a* methods"))
         return self._client
 
     def _async_client(self) -> Any:
@@ -162,12 +170,8 @@ class _RedisStoreBase:
             # request, per-test loops) gets a fresh client instead of a broken one.
             self._aclient = None
         if self._aclient is None:
-            if self._url is None:
-                raise ConfigError(
-                    f"{type(self).__name__} was given a sync client; use the sync methods "
-                    "or pass a URL to get both"
-                )
-            self._aclient = self._new_aclient(self._url)
+            self._aclient = self._new_aclient(
+                self._url_for_own_client("a sync", "the sync methods"))
             self._aloop = loop
         return self._aclient
 
@@ -200,8 +204,7 @@ class _RedisStoreBase:
                     return call_command(client, eval_fallback(command))
 
             return drive(steps, execute)
-        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
-                OSError) as exc:
+        except _CLIENT_FAILURES as exc:
             self._failed(operation, key, exc)
         return fallback
 
@@ -218,8 +221,7 @@ class _RedisStoreBase:
                     return await acall_command(client, eval_fallback(command))
 
             return await adrive(steps, execute)
-        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
-                OSError) as exc:
+        except _CLIENT_FAILURES as exc:
             self._failed(operation, key, exc)
         return fallback
 
@@ -242,17 +244,17 @@ class _RedisStoreBase:
             raise exc
         self._incidents.failed(operation, key, exc)
 
-    def _ping_error(self, exc: BaseException) -> BaseException:
-        """What ``ping`` raises for ``exc``."""
+    def _ping_failed(self, exc: BaseException) -> NoReturn:
+        """Raise what ``ping`` raises for ``exc``."""
         config_error = self._config_error(exc)
         if config_error is not None:
-            return config_error
+            raise config_error from exc
         if not is_unavailable(exc):
-            return exc
-        return StateUnavailable(
+            raise exc
+        raise StateUnavailable(
             f"{self._name}: {self._where()} is unavailable ({type(exc).__name__}: {exc}); turns "
             "degrade to an empty state until it answers. If this lasts, check the host and "
-            "port, and whether the server wants TLS (rediss://)")
+            "port, and whether the server wants TLS (rediss://)") from exc
 
     def ping(self) -> None:
         """Check the server now (a readiness probe): returns when it answers.
@@ -263,12 +265,8 @@ class _RedisStoreBase:
         """
         try:
             call_command(self._sync_client(), ("PING",))
-        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
-                OSError) as exc:
-            error = self._ping_error(exc)
-            if error is exc:
-                raise
-            raise error from exc
+        except _CLIENT_FAILURES as exc:
+            self._ping_failed(exc)
 
     async def aping(self) -> None:
         """Async ``ping``."""
@@ -276,12 +274,8 @@ class _RedisStoreBase:
             client = self._async_client()
             await self._aprepare(client)
             await acall_command(client, ("PING",))
-        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
-                OSError) as exc:
-            error = self._ping_error(exc)
-            if error is exc:
-                raise
-            raise error from exc
+        except _CLIENT_FAILURES as exc:
+            self._ping_failed(exc)
 
     # ----------------------------------------------------------------- operations (pure)
 
@@ -393,8 +387,7 @@ class _RedisStoreBase:
         try:
             for key in self._sync_client().scan_iter(match=pattern, count=count):
                 yield thread_of_key(as_text(key), head)
-        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
-                OSError) as exc:
+        except _CLIENT_FAILURES as exc:
             self._failed("scan", pattern, exc)
             return
         self._incidents.succeeded()
@@ -407,8 +400,7 @@ class _RedisStoreBase:
             await self._aprepare(client)
             async for key in client.scan_iter(match=pattern, count=count):
                 yield thread_of_key(as_text(key), head)
-        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException,
-                OSError) as exc:
+        except _CLIENT_FAILURES as exc:
             self._failed("scan", pattern, exc)
             return
         self._incidents.succeeded()

@@ -21,7 +21,9 @@ import itertools
 import os
 import uuid
 from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -94,6 +96,19 @@ def sqlite_url(tmp_path: Path) -> str:
 # --------------------------------------------------------------------------- redis
 
 
+Server = TypeVar("Server", RedisServer, RedisClusterServers, EmbeddedPostgres)
+
+
+@contextmanager
+def _started(server: Server) -> Iterator[Server]:
+    """``server`` started, and cleaned up however the run or the test ends."""
+    server.start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
 @pytest.fixture(scope="session")
 def redis_url(test_run_id: str) -> Iterator[str]:
     """URL of a Redis server for this run (external or a throwaway embedded one)."""
@@ -106,11 +121,8 @@ def redis_url(test_run_id: str) -> Iterator[str]:
             return
         if mode == "external":
             pytest.skip(f"CONVMEM_TEST_SERVERS=external but no Redis answers at {external}")
-    server = RedisServer().start()
-    try:
+    with _started(RedisServer()) as server:
         yield server.url
-    finally:
-        server.cleanup()
 
 
 def _remove_run_keys(url: str, run_id: str) -> None:
@@ -141,21 +153,15 @@ def redis_cluster_url() -> Iterator[str]:
             return
         if servers_mode() == "external":
             pytest.skip(f"REDIS_CLUSTER_URL={external} does not answer")
-    cluster = RedisClusterServers().start()
-    try:
+    with _started(RedisClusterServers()) as cluster:
         yield cluster.url
-    finally:
-        cluster.cleanup()
 
 
 @pytest.fixture
 def throwaway_redis() -> Iterator[RedisServer]:
     """A redis-server of this test's own, safe to ``kill()`` and ``restart()``."""
-    server = RedisServer().start()
-    try:
+    with _started(RedisServer()) as server:
         yield server
-    finally:
-        server.cleanup()
 
 
 # --------------------------------------------------------------------------- postgres
@@ -191,11 +197,8 @@ def postgres_url(test_run_id: str) -> Iterator[str]:
 @pytest.fixture
 def throwaway_postgres() -> Iterator[EmbeddedPostgres]:
     """An embedded PostgreSQL of this test's own (in every mode), safe to ``stop()``/``resume()``."""
-    server = EmbeddedPostgres().start()
-    try:
+    with _started(EmbeddedPostgres()) as server:
         yield server
-    finally:
-        server.cleanup()
 
 
 # --------------------------------------------------------------------------- async

@@ -32,7 +32,7 @@ import json
 import logging
 import random
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import pytest
 
@@ -48,9 +48,8 @@ from convmem.state import (
     state_to_dict,
 )
 from convmem.stores.base import SessionStateStore
+from convmem.testing._modes import EveryMode, Mode
 
-Mode = Literal["sync", "async"]
-MODES: tuple[Mode, ...] = ("sync", "async")
 StoreFactory = Callable[..., Any]
 
 TENANT = "acme"
@@ -136,19 +135,13 @@ def _store_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]
             if r.name == "convmem.stores" and r.levelno == logging.WARNING]
 
 
-class SessionStateStoreSpec:
+class SessionStateStoreSpec(EveryMode):
     """Subclass with ``backend_id = "..."`` and a ``make_store`` fixture; see module doc."""
 
-    backend_id: ClassVar[str] = ""
     #: TTL (seconds) for the expiry test; the test waits a bit over twice this.
     short_ttl: ClassVar[float] = 0.3
 
     # ------------------------------------------------------------------ plumbing
-
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        if "api" in metafunc.fixturenames:
-            ids = [f"{self.backend_id}-{m}" if self.backend_id else m for m in MODES]
-            metafunc.parametrize("api", MODES, ids=ids, indirect=True)
 
     @pytest.fixture
     def make_store(self) -> StoreFactory:

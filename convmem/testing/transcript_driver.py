@@ -19,8 +19,9 @@ import inspect
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from convmem.testing._modes import MODES, Mode
 from convmem.transcript import (
     AttachmentPart,
     ModelInput,
@@ -30,8 +31,6 @@ from convmem.transcript import (
     TranscriptStore,
 )
 
-Mode = Literal["sync", "async"]
-MODES: tuple[Mode, ...] = ("sync", "async")
 P = ParamSpec("P")
 T = TypeVar("T")
 

@@ -23,16 +23,16 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from convmem.errors import ConfigError
+from convmem.testing._modes import EveryMode
 from convmem.testing.transcript_cases import TranscriptPathCases
 from convmem.testing.transcript_driver import (
     FOREVER,
-    MODES,
     Api,
     Clock,
     TranscriptDriver,
@@ -58,18 +58,11 @@ _MIGRATED: set[str] = set()
 _LOCK = threading.Lock()
 
 
-class TranscriptStoreSpec(TranscriptPathCases):
+class TranscriptStoreSpec(EveryMode, TranscriptPathCases):
     """Subclass with ``backend_id = "..."`` and a ``transcript_url`` fixture; see the
     module docstring."""
 
-    backend_id: ClassVar[str] = ""
-
     # ------------------------------------------------------------ fixtures and hooks
-
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        if "api" in metafunc.fixturenames:
-            ids = [f"{self.backend_id}-{m}" if self.backend_id else m for m in MODES]
-            metafunc.parametrize("api", MODES, ids=ids, indirect=True)
 
     @pytest.fixture
     def clock(self) -> Clock:

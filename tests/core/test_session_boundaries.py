@@ -6,12 +6,12 @@ findings 1, 2 and 7; the hostile-text properties are in ``tests/core/test_hostil
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from convmem import ConfigError, Domain, SessionMemory, TurnContext
+from convmem.effects import Effect, call
 from convmem.identity import MAX_TENANT_CHARS, MAX_THREAD_ID_CHARS
 from convmem.render import LABEL_TOKENS
 from convmem.state import Focus, Option, PendingClarification, SessionState
@@ -67,38 +67,34 @@ def test_a_per_tenant_copy_follows_the_same_rule(crm: Domain) -> None:
 BAD_THREAD_IDS = ["t" * (MAX_THREAD_ID_CHARS + 1), "a\nb", "a\x00b", "", "  ", "\udfff", 42]
 
 
+def _every_method(memory: SessionMemory, thread_id: Any) -> list[Effect[Any]]:
+    """Each public method that takes a thread id, in its sync and its async form."""
+    return [
+        call(memory.begin_turn, memory.abegin_turn, thread_id, "Who's their rep?", today=TODAY),
+        call(memory.record_tool, memory.arecord_tool,
+             thread_id, "lookup_customer", {}, {"ok": True, "data": {}}),
+        call(memory.end_turn, memory.aend_turn, thread_id),
+        call(memory.get_state, memory.aget_state, thread_id),
+        call(memory.block, memory.ablock, thread_id),
+        call(memory.reset, memory.areset, thread_id),
+        call(memory.delete_thread, memory.adelete_thread, thread_id),
+    ]
+
+
 @pytest.mark.parametrize("thread_id", BAD_THREAD_IDS)
 def test_bad_thread_id_is_refused_by_every_method(memory: SessionMemory, thread_id: Any) -> None:
-    calls: list[Callable[[], Any]] = [
-        lambda: memory.begin_turn(thread_id, "Who's their rep?", today=TODAY),
-        lambda: memory.record_tool(thread_id, "lookup_customer", {}, {"ok": True, "data": {}}),
-        lambda: memory.end_turn(thread_id),
-        lambda: memory.get_state(thread_id),
-        lambda: memory.block(thread_id),
-        lambda: memory.reset(thread_id),
-        lambda: memory.delete_thread(thread_id),
-    ]
-    for call in calls:
+    for method in _every_method(memory, thread_id):
         with pytest.raises(ConfigError, match="thread_id"):
-            call()
+            method.run()
 
 
 @pytest.mark.parametrize("thread_id", BAD_THREAD_IDS)
 async def test_bad_thread_id_is_refused_by_every_async_method(
     memory: SessionMemory, thread_id: Any
 ) -> None:
-    calls: list[Callable[[], Awaitable[Any]]] = [
-        lambda: memory.abegin_turn(thread_id, "Who's their rep?", today=TODAY),
-        lambda: memory.arecord_tool(thread_id, "lookup_customer", {}, {"ok": True, "data": {}}),
-        lambda: memory.aend_turn(thread_id),
-        lambda: memory.aget_state(thread_id),
-        lambda: memory.ablock(thread_id),
-        lambda: memory.areset(thread_id),
-        lambda: memory.adelete_thread(thread_id),
-    ]
-    for call in calls:
+    for method in _every_method(memory, thread_id):
         with pytest.raises(ConfigError, match="thread_id"):
-            await call()
+            await method.arun()
 
 
 def test_tenants_and_threads_with_separators_never_share_state(crm: Domain) -> None:

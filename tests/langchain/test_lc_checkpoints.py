@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -28,7 +28,6 @@ from test_lc_record import sent
 from convmem.domain import Domain
 from convmem.errors import ConfigError
 from convmem.session import SessionMemory
-from convmem.testing.transcript_spec import FOREVER
 from convmem.transcript import ToolCallPart, ToolResultPart, TranscriptStore
 from langchain_convmem import SessionMemoryMiddleware
 from tests.recorded_inputs import Record, arecord, record
@@ -102,19 +101,24 @@ def recorded(crm: Domain, transcript: TranscriptStore) -> SessionMemory:
     pytest.param("memory", marks=pytest.mark.sqlite),
     pytest.param("postgres", marks=pytest.mark.postgres),
 ])
-def saved(request: pytest.FixtureRequest, crm: Domain) -> Iterator[tuple[SessionMemory, str]]:
+def saved(
+    request: pytest.FixtureRequest, crm: Domain,
+    migrated_store: Callable[[str], TranscriptStore],
+) -> Iterator[tuple[SessionMemory, str]]:
     """(memory recording into a transcript, checkpointer kind): ``"memory"`` (a SQLite
     record) or the psycopg URL of the run's PostgreSQL, its checkpoint tables set up
     (the record on the same database)."""
-    if request.param == "memory":
-        yield _recorded(crm, request.getfixturevalue("transcript_sqlite")), "memory"
-        return
-    from langgraph.checkpoint.postgres import PostgresSaver
+    url = request.getfixturevalue("sqlite_url" if request.param == "memory" else "postgres_url")
+    transcript = migrated_store(url)
+    kind = "memory"
+    if request.param == "postgres":
+        from langgraph.checkpoint.postgres import PostgresSaver
 
-    url = _psycopg(request.getfixturevalue("postgres_url"))
-    with PostgresSaver.from_conn_string(url) as saver:
-        saver.setup()
-    yield _recorded(crm, request.getfixturevalue("transcript_postgres")), url
+        kind = _psycopg(url)
+        with PostgresSaver.from_conn_string(kind) as saver:
+            saver.setup()
+    yield _recorded(crm, transcript), kind
+    transcript.close()
 
 
 @contextmanager
@@ -142,22 +146,6 @@ async def _asaver(kind: str) -> AsyncIterator[Any]:
 def _psycopg(url: str) -> str:
     """The SQLAlchemy URL as psycopg (and so ``PostgresSaver``) spells it."""
     return url.replace("postgresql+psycopg://", "postgresql://", 1)
-
-
-@pytest.fixture
-def transcript_sqlite(sqlite_url: str) -> Iterator[TranscriptStore]:
-    store = TranscriptStore(sqlite_url, retention=FOREVER)
-    store.migrate()
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def transcript_postgres(postgres_url: str) -> Iterator[TranscriptStore]:
-    store = TranscriptStore(postgres_url, retention=FOREVER)
-    store.migrate()
-    yield store
-    store.close()
 
 
 # --------------------------------------------------------------------------- checks

@@ -14,21 +14,18 @@ of type ``json_schema`` (what ``with_structured_output`` sends by default for
 
 from __future__ import annotations
 
-from datetime import date, datetime
-
 import pytest
 from langchain_openai import ChatOpenAI
 from vcr.cassette import Cassette
 
 from convmem.domain import Domain
-from convmem.resolve import RuleResolver
-from convmem.session import SessionMemory, TurnContext
-from convmem.state import SessionState
 from langchain_convmem import LLMResolver
 from tests.offline_http import DUMMY_OPENAI_KEY, OPENAI_BASE_URL
-
-TODAY = date(2026, 11, 30)
-QUESTION = "What does Brightwater still owe us? A table please."
+from tests.openai_cassette_checks import (
+    check_async_session_uses_the_models_rewrite,
+    check_falls_back_to_the_rules,
+    check_structured_answer_is_used,
+)
 
 
 def _model() -> ChatOpenAI:
@@ -36,21 +33,10 @@ def _model() -> ChatOpenAI:
                       base_url=OPENAI_BASE_URL, max_retries=0)
 
 
-def _rules(crm: Domain) -> object:
-    return RuleResolver().resolve(QUESTION, SessionState(), crm, TODAY)
-
-
 @pytest.mark.parametrize("cassette", ["openai_structured_good.yaml"], indirect=True)
 def test_structured_answer_is_used(cassette: Cassette, crm: Domain) -> None:
     """Hand-written cassette: a 200 whose content is the JSON resolution."""
-    resolver = LLMResolver(_model())
-    res = resolver.resolve(QUESTION, SessionState(), crm, TODAY)
-    assert cassette.play_count == 1
-    assert resolver.failures == 0
-    assert res.rewritten == "Which Brightwater Farms orders are overdue? Show them in a table."
-    assert dict(res.filters) == {"status": "overdue"} and res.format == "table"
-    assert [e.id for m in res.mentions for e in m.candidates] == ["C-1080"]
-    assert res != _rules(crm)  # the rules read no filter and no format here
+    check_structured_answer_is_used(LLMResolver(_model()), cassette, crm)
 
 
 @pytest.mark.parametrize(("cassette", "cause"), [
@@ -61,12 +47,7 @@ def test_garbage_or_refusal_falls_back_to_the_rules(
     cassette: Cassette, cause: str, crm: Domain, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Hand-written cassettes: a non-JSON answer, and OpenAI's documented refusal."""
-    resolver = LLMResolver(_model())
-    res = resolver.resolve(QUESTION, SessionState(), crm, TODAY)
-    assert cassette.play_count == 1  # the provider answered; the answer was unusable
-    assert resolver.failures == 1
-    assert res == _rules(crm)
-    assert cause in caplog.text  # failed for the reason this cassette is about
+    check_falls_back_to_the_rules(LLMResolver(_model()), cassette, crm, cause, caplog)
 
 
 @pytest.fixture
@@ -79,15 +60,5 @@ def async_model() -> ChatOpenAI:
 async def test_async_session_uses_the_models_rewrite(
     cassette: Cassette, crm: Domain, async_model: ChatOpenAI
 ) -> None:
-    """Hand-written cassette, two turns through ``ainvoke`` under blockbuster: the second
-    prompt carries the first turn's focus, and the model's rewrite is the one used."""
-    resolver = LLMResolver(async_model)
-    memory = SessionMemory(crm, resolver=resolver, clock=lambda: datetime(2026, 11, 30, 12))
-    first = await memory.abegin_turn("t", "Pull up Brightwater Farms.")
-    assert isinstance(first, TurnContext)
-    await memory.aend_turn("t", answer="Brightwater Farms, Fresno.")
-    second = await memory.abegin_turn("t", "Who's their rep?")
-    assert isinstance(second, TurnContext)
-    assert second.rewritten == "Who is the account rep for Brightwater Farms?"
-    assert second.state.focus is not None and second.state.focus.id == "C-1080"
-    assert cassette.play_count == 2 and resolver.failures == 0
+    """Hand-written cassette, two turns through ``ainvoke`` under blockbuster."""
+    await check_async_session_uses_the_models_rewrite(LLMResolver(async_model), cassette, crm)

@@ -1,4 +1,5 @@
-"""Scripted LlamaIndex components that record what the model received."""
+"""Scripted LlamaIndex components that record what the model received, and the
+message builders the chat-store tests share."""
 
 from __future__ import annotations
 
@@ -12,6 +13,22 @@ from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from convmem.transcript import ReconstructedInput
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=text)
+
+
+def bot(text: str) -> ChatMessage:
+    return ChatMessage(role="assistant", content=text)
+
+
+def system(text: str) -> ChatMessage:
+    return ChatMessage(role="system", content=text)
+
+
+def texts(messages: list[ChatMessage]) -> list[str | None]:
+    return [m.content for m in messages]
 
 
 def roles_and_text(messages: Sequence[ChatMessage] | None) -> list[tuple[str, str]]:

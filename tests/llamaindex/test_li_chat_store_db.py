@@ -23,21 +23,9 @@ from llama_index.core.storage.chat_store.base_db import MessageStatus
 from convmem.errors import ConfigError
 from convmem.transcript import RetentionPolicy, TranscriptStore
 from llamaindex_convmem import ConvMemDBChatStore
-from tests.llamaindex.li_helpers import CountingLLM
+from tests.llamaindex.li_helpers import CountingLLM, bot, texts, user
 
 ACTIVE, ARCHIVED = MessageStatus.ACTIVE, MessageStatus.ARCHIVED
-
-
-def user(text: str) -> ChatMessage:
-    return ChatMessage(role="user", content=text)
-
-
-def bot(text: str) -> ChatMessage:
-    return ChatMessage(role="assistant", content=text)
-
-
-def texts(messages: list[ChatMessage]) -> list[str | None]:
-    return [m.content for m in messages]
 
 
 @pytest.fixture

@@ -16,22 +16,23 @@ model with Structured Outputs; not tool calling), whose schema keeps
 from __future__ import annotations
 
 import json
-from datetime import date, datetime
 
 import pytest
 from llama_index.llms.openai import OpenAI
 from vcr.cassette import Cassette
 
 from convmem.domain import Domain
-from convmem.resolve import Resolution, RuleResolver
-from convmem.session import SessionMemory, TurnContext
 from convmem.state import SessionState
 from llamaindex_convmem import LLMResolver
 from tests.llamaindex.test_li_resolver import ScriptedLLM
 from tests.offline_http import DUMMY_OPENAI_KEY, OPENAI_BASE_URL
-
-TODAY = date(2026, 11, 30)
-QUESTION = "What does Brightwater still owe us? A table please."
+from tests.openai_cassette_checks import (
+    QUESTION,
+    TODAY,
+    check_async_session_uses_the_models_rewrite,
+    check_falls_back_to_the_rules,
+    check_structured_answer_is_used,
+)
 
 
 def _llm() -> OpenAI:
@@ -39,21 +40,10 @@ def _llm() -> OpenAI:
                   max_retries=0)
 
 
-def _rules(crm: Domain) -> Resolution:
-    return RuleResolver().resolve(QUESTION, SessionState(), crm, TODAY)
-
-
 @pytest.mark.parametrize("cassette", ["openai_structured_good.yaml"], indirect=True)
 def test_structured_answer_is_used(cassette: Cassette, crm: Domain) -> None:
     """Hand-written cassette: a 200 whose content is the JSON resolution."""
-    resolver = LLMResolver(_llm())
-    res = resolver.resolve(QUESTION, SessionState(), crm, TODAY)
-    assert cassette.play_count == 1
-    assert resolver.failures == 0
-    assert res.rewritten == "Which Brightwater Farms orders are overdue? Show them in a table."
-    assert dict(res.filters) == {"status": "overdue"} and res.format == "table"
-    assert [e.id for m in res.mentions for e in m.candidates] == ["C-1080"]
-    assert res != _rules(crm)  # the rules read no filter and no format here
+    check_structured_answer_is_used(LLMResolver(_llm()), cassette, crm)
 
 
 @pytest.mark.parametrize(("cassette", "cause"), [
@@ -64,12 +54,7 @@ def test_invalid_json_or_refusal_falls_back_to_the_rules(
     cassette: Cassette, cause: str, crm: Domain, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Hand-written cassettes: a reply cut off mid-JSON, and OpenAI's documented refusal."""
-    resolver = LLMResolver(_llm())
-    res = resolver.resolve(QUESTION, SessionState(), crm, TODAY)
-    assert cassette.play_count == 1  # the provider answered; the answer was unusable
-    assert resolver.failures == 1
-    assert res == _rules(crm)
-    assert cause in caplog.text
+    check_falls_back_to_the_rules(LLMResolver(_llm()), cassette, crm, cause, caplog)
 
 
 @pytest.fixture
@@ -82,18 +67,8 @@ def async_llm() -> OpenAI:
 async def test_async_session_uses_the_models_rewrite(
     cassette: Cassette, crm: Domain, async_llm: OpenAI
 ) -> None:
-    """Hand-written cassette, two turns through ``astructured_predict`` under blockbuster:
-    the second prompt carries the first turn's focus, and the model's rewrite is used."""
-    resolver = LLMResolver(async_llm)
-    memory = SessionMemory(crm, resolver=resolver, clock=lambda: datetime(2026, 11, 30, 12))
-    first = await memory.abegin_turn("t", "Pull up Brightwater Farms.")
-    assert isinstance(first, TurnContext)
-    await memory.aend_turn("t", answer="Brightwater Farms, Fresno.")
-    second = await memory.abegin_turn("t", "Who's their rep?")
-    assert isinstance(second, TurnContext)
-    assert second.rewritten == "Who is the account rep for Brightwater Farms?"
-    assert second.state.focus is not None and second.state.focus.id == "C-1080"
-    assert cassette.play_count == 2 and resolver.failures == 0
+    """Hand-written cassette, two turns through ``astructured_predict`` under blockbuster."""
+    await check_async_session_uses_the_models_rewrite(LLMResolver(async_llm), cassette, crm)
 
 
 @pytest.mark.parametrize("cassette", ["openai_structured_good.yaml"], indirect=True)

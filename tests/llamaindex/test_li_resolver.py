@@ -54,34 +54,28 @@ def _session(crm: Domain, llm: ScriptedLLM) -> tuple[SessionMemory, LLMResolver]
     return SessionMemory(crm, resolver=resolver, clock=lambda: TODAY), resolver
 
 
-def test_llm_rewrite_is_used(crm: Domain) -> None:
+@pytest.mark.parametrize(("second_reply", "rewritten", "failures"), [
+    pytest.param(_reply("Who is the account rep for Brightwater Farms?", [], True),
+                 "Who is the account rep for Brightwater Farms?", 0, id="llm-rewrite-is-used"),
+    pytest.param("I am not JSON at all", "Who's Brightwater Farms's rep?", 1,
+                 id="garbage-falls-back-to-rules"),
+])
+def test_second_turn_uses_the_llm_or_falls_back_to_rules(
+    crm: Domain, second_reply: str, rewritten: str, failures: int
+) -> None:
     llm = ScriptedLLM(replies=[
         _reply("Pull up Brightwater Farms.", ["Brightwater Farms"], False),
-        _reply("Who is the account rep for Brightwater Farms?", [], True),
+        second_reply,
     ])
     session, resolver = _session(crm, llm)
     session.begin_turn("t", "Pull up Brightwater Farms.")
     session.end_turn("t")
     started = session.begin_turn("t", "Who's their rep?")
     assert isinstance(started, TurnContext)
-    assert started.rewritten == "Who is the account rep for Brightwater Farms?"
+    assert started.rewritten == rewritten
     assert started.state.focus is not None and started.state.focus.id == "C-1080"
     assert "Current focus: customer 'Brightwater Farms'" in llm.prompts[-1]
-    assert resolver.failures == 0
-
-
-def test_garbage_falls_back_to_rules(crm: Domain) -> None:
-    llm = ScriptedLLM(replies=[
-        _reply("Pull up Brightwater Farms.", ["Brightwater Farms"], False),
-        "I am not JSON at all",
-    ])
-    session, resolver = _session(crm, llm)
-    session.begin_turn("t", "Pull up Brightwater Farms.")
-    session.end_turn("t")
-    started = session.begin_turn("t", "Who's their rep?")
-    assert isinstance(started, TurnContext)
-    assert started.rewritten == "Who's Brightwater Farms's rep?"
-    assert resolver.failures == 1
+    assert resolver.failures == failures
 
 
 def test_invalid_filter_falls_back(crm: Domain) -> None:

@@ -26,7 +26,7 @@ from convmem.transcript import RetentionPolicy, ThreadNotFound, TranscriptStore
 from llamaindex_convmem import ConvMemChatStore, ConvMemDBChatStore, SessionStateBlock
 from llamaindex_convmem.session_store import tool_result
 from tests.llamaindex.conftest import TODAY
-from tests.llamaindex.li_helpers import CapturingLLM, roles_and_text
+from tests.llamaindex.li_helpers import CapturingLLM, bot, roles_and_text, system, texts, user
 from tests.recorded_inputs import record
 
 ACTIVE, ARCHIVED = MessageStatus.ACTIVE, MessageStatus.ARCHIVED
@@ -37,22 +37,6 @@ Q1, Q2, Q2R = "Pull up Brightwater Farms.", "Who's their rep?", "Who's Brightwat
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
-
-
-def user(text: str) -> ChatMessage:
-    return ChatMessage(role="user", content=text)
-
-
-def bot(text: str) -> ChatMessage:
-    return ChatMessage(role="assistant", content=text)
-
-
-def system(text: str) -> ChatMessage:
-    return ChatMessage(role="system", content=text)
-
-
-def texts(messages: list[ChatMessage]) -> list[str | None]:
-    return [m.content for m in messages]
 
 
 def tool_turn(call_id: str = "call-1") -> list[ChatMessage]:

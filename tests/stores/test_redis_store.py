@@ -16,9 +16,9 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import date
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import redis
@@ -122,11 +122,38 @@ def urls(redis_url: str, redis_cluster_url: str) -> dict[str, str]:
 STORE_CLASSES = {"redis": RedisSessionStateStore, "cluster": RedisClusterSessionStateStore}
 
 
+Closable = TypeVar("Closable", RedisSessionStateStore, RedisClusterSessionStateStore,
+                   redis.Redis, RedisCluster, redis.asyncio.Redis)
+
+
+class Closing(Protocol):
+    """The ``closing`` fixture: give it what you open, use what it gives back."""
+
+    def __call__(self, thing: Closable) -> Closable: ...
+
+
 @pytest.fixture
-def own_store(throwaway_redis: RedisServer) -> Iterator[RedisSessionStateStore]:
-    store = RedisSessionStateStore(throwaway_redis.url, prefix="fault")
-    yield store
-    store.close()
+async def closing() -> AsyncIterator[Closing]:
+    """Registers each store or client a test opens; closes them all at teardown, pass or fail."""
+    opened: list[Any] = []
+
+    def register(thing: Closable) -> Closable:
+        opened.append(thing)
+        return thing
+
+    yield register
+    for thing in reversed(opened):
+        if isinstance(thing, redis.asyncio.Redis):
+            await thing.aclose()
+            continue
+        if isinstance(thing, (RedisSessionStateStore, RedisClusterSessionStateStore)):
+            await thing.aclose()
+        await asyncio.to_thread(thing.close)
+
+
+@pytest.fixture
+def own_store(throwaway_redis: RedisServer, closing: Closing) -> RedisSessionStateStore:
+    return closing(RedisSessionStateStore(throwaway_redis.url, prefix="fault"))
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -202,120 +229,92 @@ async def test_frozen_server_times_out_and_degrades(
 @pytest.mark.redis
 @pytest.mark.parametrize("mode", MODES)
 async def test_strict_store_raises_when_the_server_is_gone(
-    mode: str, throwaway_redis: RedisServer
+    mode: str, throwaway_redis: RedisServer, closing: Closing
 ) -> None:
-    store = RedisSessionStateStore(throwaway_redis.url, strict=True)
+    store = closing(RedisSessionStateStore(throwaway_redis.url, strict=True))
     api = StoreDriver(store, mode)  # type: ignore[arg-type]
-    try:
-        await asyncio.to_thread(throwaway_redis.kill)
-        with pytest.raises(StateUnavailable):
-            await api.load(TENANT, "t1")
-        with pytest.raises(StateUnavailable):
-            await api.save(TENANT, "t1", rich_state(), expected_version=0)
-        assert store.stats.degraded == 0  # strict raises instead of degrading
-    finally:
-        await store.aclose()
-        await asyncio.to_thread(store.close)
+    await asyncio.to_thread(throwaway_redis.kill)
+    with pytest.raises(StateUnavailable):
+        await api.load(TENANT, "t1")
+    with pytest.raises(StateUnavailable):
+        await api.save(TENANT, "t1", rich_state(), expected_version=0)
+    assert store.stats.degraded == 0  # strict raises instead of degrading
 
 
 @pytest.mark.redis
 @pytest.mark.cluster
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", [RedisSessionStateStore, RedisClusterSessionStateStore])
-async def test_nothing_listening_at_startup_degrades(mode: str, backend: type[Any]) -> None:
-    store = backend(f"redis://127.0.0.1:{free_port()}/0")
+async def test_nothing_listening_at_startup_degrades(
+    mode: str, backend: type[Any], closing: Closing
+) -> None:
+    store = closing(backend(f"redis://127.0.0.1:{free_port()}/0"))
     api = StoreDriver(store, mode)  # type: ignore[arg-type]
-    try:
-        assert await api.load(TENANT, "t1") is None
-        assert await api.save(TENANT, "t1", rich_state(), expected_version=3) == 4
-        await api.delete(TENANT, "t1")
-        assert store.stats.degraded == 1
-    finally:
-        await store.aclose()
-        await asyncio.to_thread(store.close)
+    assert await api.load(TENANT, "t1") is None
+    assert await api.save(TENANT, "t1", rich_state(), expected_version=3) == 4
+    await api.delete(TENANT, "t1")
+    assert store.stats.degraded == 1
+
+
+_BAD_VALUES: dict[str, Callable[[redis.Redis, str], object]] = {
+    "ten megabytes": lambda raw, key: raw.set(
+        key, b'{"v":1,"version":3,' + b" " * 10_000_000 + b"}"),
+    "another redis type": lambda raw, key: raw.hset(key, "not", "ours"),
+}
 
 
 @pytest.mark.redis
 @pytest.mark.parametrize("mode", MODES)
-async def test_ten_megabyte_value_is_corrupt_and_replaced(
-    mode: str, redis_url: str, key_prefix: str
+@pytest.mark.parametrize("bad_value", list(_BAD_VALUES))
+async def test_a_value_we_cannot_read_degrades_and_is_replaced(
+    mode: str, bad_value: str, redis_url: str, key_prefix: str, closing: Closing
 ) -> None:
-    store = RedisSessionStateStore(redis_url, prefix=key_prefix)
-    raw = redis.Redis.from_url(redis_url)
+    store = closing(RedisSessionStateStore(redis_url, prefix=key_prefix))
+    raw = closing(redis.Redis.from_url(redis_url))
     key = state_key(TENANT, "t1", key_prefix)
     api = StoreDriver(store, mode)  # type: ignore[arg-type]
-    try:
-        await asyncio.to_thread(raw.set, key, b'{"v":1,"version":3,' + b" " * 10_000_000 + b"}")
-        assert await api.load(TENANT, "t1") is None
-        assert store.stats.degraded == 1
+    await asyncio.to_thread(_BAD_VALUES[bad_value], raw, key)
+    assert await api.load(TENANT, "t1") is None
+    assert store.stats.degraded == 1
+    if bad_value == "ten megabytes":
         assert not await asyncio.to_thread(raw.exists, key), "a corrupt value is discarded"
-        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
-        assert await api.load(TENANT, "t1") == rich_state().evolve(version=1)
-    finally:
-        await store.aclose()
-        await asyncio.to_thread(store.close)
-        await asyncio.to_thread(raw.close)
-
-
-@pytest.mark.redis
-@pytest.mark.parametrize("mode", MODES)
-async def test_value_of_another_redis_type_degrades_and_is_overwritten(
-    mode: str, redis_url: str, key_prefix: str
-) -> None:
-    store = RedisSessionStateStore(redis_url, prefix=key_prefix)
-    raw = redis.Redis.from_url(redis_url)
-    key = state_key(TENANT, "t1", key_prefix)
-    api = StoreDriver(store, mode)  # type: ignore[arg-type]
-    try:
-        await asyncio.to_thread(raw.hset, key, "not", "ours")
-        assert await api.load(TENANT, "t1") is None
-        assert store.stats.degraded == 1
-        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
-        assert await api.load(TENANT, "t1") == rich_state().evolve(version=1)
-    finally:
-        await store.aclose()
-        await asyncio.to_thread(store.close)
-        await asyncio.to_thread(raw.close)
+    assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+    assert await api.load(TENANT, "t1") == rich_state().evolve(version=1)
 
 
 # --------------------------------------------------------------------------- wire format
 
 
 @pytest.mark.redis
-def test_key_layout_value_format_and_ttl(redis_url: str, key_prefix: str) -> None:
-    store = RedisSessionStateStore(redis_url, prefix=key_prefix, ttl=120)
-    raw = redis.Redis.from_url(redis_url)
-    try:
-        store.save("tenant-a", "thread-1", rich_state(), expected_version=0)
-        key = f"{key_prefix}:v2:state:{{tenant-a:thread-1}}"
-        stored = raw.get(key) or b""
-        assert stored.startswith(b'{"v":2,"version":1,')  # STATE_HEAD: CAS reads no JSON
-        value = json.loads(stored)
-        assert (value["v"], value["version"]) == (2, 1)
-        assert 110_000 < raw.pttl(key) <= 120_000
-        # spec §5: separators and braces escaped inside the one hash tag
-        store.save("acme:eu", "{mail@x.example}:42", rich_state(), expected_version=0)
-        assert raw.exists(f"{key_prefix}:v2:state:{{acme%3Aeu:%7Bmail@x.example%7D%3A42}}")
-    finally:
-        store.close()
-        raw.close()
+def test_key_layout_value_format_and_ttl(
+    redis_url: str, key_prefix: str, closing: Closing
+) -> None:
+    store = closing(RedisSessionStateStore(redis_url, prefix=key_prefix, ttl=120))
+    raw = closing(redis.Redis.from_url(redis_url))
+    store.save("tenant-a", "thread-1", rich_state(), expected_version=0)
+    key = f"{key_prefix}:v2:state:{{tenant-a:thread-1}}"
+    stored = raw.get(key) or b""
+    assert stored.startswith(b'{"v":2,"version":1,')  # STATE_HEAD: CAS reads no JSON
+    value = json.loads(stored)
+    assert (value["v"], value["version"]) == (2, 1)
+    assert 110_000 < raw.pttl(key) <= 120_000
+    # spec §5: separators and braces escaped inside the one hash tag
+    store.save("acme:eu", "{mail@x.example}:42", rich_state(), expected_version=0)
+    assert raw.exists(f"{key_prefix}:v2:state:{{acme%3Aeu:%7Bmail@x.example%7D%3A42}}")
 
 
 @pytest.mark.redis
 @pytest.mark.parametrize("mode", MODES)
 async def test_cold_script_cache_falls_back_to_eval(
-    mode: str, throwaway_redis: RedisServer, own_store: RedisSessionStateStore
+    mode: str, throwaway_redis: RedisServer, own_store: RedisSessionStateStore,
+    closing: Closing,
 ) -> None:
     api = StoreDriver(own_store, mode)  # type: ignore[arg-type]
-    raw = redis.Redis.from_url(throwaway_redis.url)
-    try:
-        await asyncio.to_thread(raw.script_flush)  # our own server only
-        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
-        assert await asyncio.to_thread(raw.script_exists, *_script_shas()) == [True]
-        assert own_store.stats.degraded == 0
-    finally:
-        await asyncio.to_thread(raw.close)
-        await own_store.aclose()
+    raw = closing(redis.Redis.from_url(throwaway_redis.url))
+    await asyncio.to_thread(raw.script_flush)  # our own server only
+    assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+    assert await asyncio.to_thread(raw.script_exists, *_script_shas()) == [True]
+    assert own_store.stats.degraded == 0
 
 
 @pytest.mark.redis
@@ -346,23 +345,19 @@ async def test_cold_script_cache_falls_back_to_eval(
     ],
 )
 def test_lua_reads_the_stored_version_like_the_codec(
-    stored: bytes, redis_url: str, key_prefix: str
+    stored: bytes, redis_url: str, key_prefix: str, closing: Closing
 ) -> None:
     """The CAS script and ``convmem.state.stored_version`` agree on every kind of value."""
     from convmem.state import stored_version
 
-    store = RedisSessionStateStore(redis_url, prefix=key_prefix)
-    raw = redis.Redis.from_url(redis_url)
-    try:
-        raw.set(state_key(TENANT, "t1", key_prefix), stored)
-        expected = stored_version(stored)
-        with pytest.raises(VersionConflict) as info:
-            store.save(TENANT, "t1", rich_state(), expected_version=expected + 1)
-        assert info.value.actual == expected
-        assert store.save(TENANT, "t1", rich_state(), expected_version=expected) == expected + 1
-    finally:
-        store.close()
-        raw.close()
+    store = closing(RedisSessionStateStore(redis_url, prefix=key_prefix))
+    raw = closing(redis.Redis.from_url(redis_url))
+    raw.set(state_key(TENANT, "t1", key_prefix), stored)
+    expected = stored_version(stored)
+    with pytest.raises(VersionConflict) as info:
+        store.save(TENANT, "t1", rich_state(), expected_version=expected + 1)
+    assert info.value.actual == expected
+    assert store.save(TENANT, "t1", rich_state(), expected_version=expected) == expected + 1
 
 
 def _script_shas() -> list[str]:
@@ -379,66 +374,57 @@ def _script_shas() -> list[str]:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", ["redis", "cluster"])
 async def test_iter_threads_lists_one_tenant_with_scan(
-    mode: str, backend: str, urls: dict[str, str], key_prefix: str
+    mode: str, backend: str, urls: dict[str, str], key_prefix: str,
+    closing: Closing,
 ) -> None:
-    store = STORE_CLASSES[backend](urls[backend], prefix=key_prefix)
+    store = closing(STORE_CLASSES[backend](urls[backend], prefix=key_prefix))
     api = StoreDriver(store, mode)  # type: ignore[arg-type]
     wanted = {f"thread-{i}" for i in range(40)}
-    try:
-        for thread_id in wanted:
-            await api.save("a", thread_id, SessionState(), expected_version=0)
-        await api.save("a*", "glob-tenant", SessionState(), expected_version=0)
-        await api.save("b", "other-tenant", SessionState(), expected_version=0)
-        if mode == "sync":
-            found = await asyncio.to_thread(lambda: set(store.iter_threads("a", count=7)))
-        else:
-            found = {t async for t in store.aiter_threads("a", count=7)}
-        assert found == wanted
-    finally:
-        await store.aclose()
-        await asyncio.to_thread(store.close)
+    for thread_id in wanted:
+        await api.save("a", thread_id, SessionState(), expected_version=0)
+    await api.save("a*", "glob-tenant", SessionState(), expected_version=0)
+    await api.save("b", "other-tenant", SessionState(), expected_version=0)
+    if mode == "sync":
+        found = await asyncio.to_thread(lambda: set(store.iter_threads("a", count=7)))
+    else:
+        found = {t async for t in store.aiter_threads("a", count=7)}
+    assert found == wanted
 
 
 @pytest.mark.cluster
 def test_cluster_spreads_one_tenant_over_every_master(
-    redis_cluster_url: str, key_prefix: str
+    redis_cluster_url: str, key_prefix: str, closing: Closing
 ) -> None:
-    store = RedisClusterSessionStateStore(redis_cluster_url, prefix=key_prefix)
-    raw = RedisCluster.from_url(redis_cluster_url)
-    try:
-        for i in range(30):
-            store.save("one-tenant", f"t{i}", SessionState(), expected_version=0)
-        owners = {raw.get_node_from_key(state_key("one-tenant", f"t{i}", key_prefix)).name
-                  for i in range(30)}
-        assert len(owners) == 3
-    finally:
-        store.close()
-        raw.close()
+    store = closing(RedisClusterSessionStateStore(redis_cluster_url, prefix=key_prefix))
+    raw = closing(RedisCluster.from_url(redis_cluster_url))
+    for i in range(30):
+        store.save("one-tenant", f"t{i}", SessionState(), expected_version=0)
+    owners = {raw.get_node_from_key(state_key("one-tenant", f"t{i}", key_prefix)).name
+              for i in range(30)}
+    assert len(owners) == 3
 
 
 # --------------------------------------------------------------------------- clients
 
 
 @pytest.mark.redis
-async def test_given_clients_are_used_for_their_side_only(redis_url: str, key_prefix: str
-                                                          ) -> None:
-    sync_store = RedisSessionStateStore(redis.Redis.from_url(redis_url), prefix=key_prefix)
+async def test_given_clients_are_used_for_their_side_only(
+    redis_url: str, key_prefix: str, closing: Closing
+) -> None:
+    sync_store = RedisSessionStateStore(closing(redis.Redis.from_url(redis_url)),
+                                        prefix=key_prefix)
     # driver_info given: otherwise redis-py looks its version up on disk per connection,
     # a blocking call blockbuster (rightly) reports.
-    async_client = redis.asyncio.Redis.from_url(
-        redis_url, driver_info=DriverInfo(name="redis-py", lib_version=redis.__version__))
+    async_client = closing(redis.asyncio.Redis.from_url(
+        redis_url, driver_info=DriverInfo(name="redis-py", lib_version=redis.__version__)))
     async_store = RedisSessionStateStore(async_client, prefix=key_prefix)
-    try:
-        await asyncio.to_thread(
-            lambda: sync_store.save(TENANT, "t1", rich_state(), expected_version=0))
-        assert await async_store.aload(TENANT, "t1") == rich_state().evolve(version=1)
-        with pytest.raises(ConfigError, match="sync client"):
-            await sync_store.aload(TENANT, "t1")
-        with pytest.raises(ConfigError, match="async client"):
-            await asyncio.to_thread(async_store.load, TENANT, "t1")
-    finally:
-        await async_client.aclose()
-        await asyncio.to_thread(sync_store._sync_client().close)
+    await asyncio.to_thread(
+        lambda: sync_store.save(TENANT, "t1", rich_state(), expected_version=0))
+    assert await async_store.aload(TENANT, "t1") == rich_state().evolve(version=1)
+    with pytest.raises(ConfigError, match="sync client"):
+        await sync_store.aload(TENANT, "t1")
+    with pytest.raises(ConfigError, match="async client"):
+        await asyncio.to_thread(async_store.load, TENANT, "t1")
 
 
 @pytest.mark.redis
@@ -496,7 +482,7 @@ def test_facade_turns_survive_a_redis_kill(
 @pytest.mark.parametrize("backend", ["redis", "cluster"])
 async def test_fifty_concurrent_facade_turns_lose_no_saved_update(
     backend: str, urls: dict[str, str], key_prefix: str, crm: Any,
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, closing: Closing,
 ) -> None:
     """50 writers on one thread through SessionMemory: every turn the façade saved counts.
 
@@ -505,23 +491,20 @@ async def test_fifty_concurrent_facade_turns_lose_no_saved_update(
     """
     from convmem import SessionMemory
 
-    store = STORE_CLASSES[backend](urls[backend], prefix=key_prefix,
-                                   socket_timeout=SPEC_SOCKET_TIMEOUT)
+    store = closing(STORE_CLASSES[backend](urls[backend], prefix=key_prefix,
+                                           socket_timeout=SPEC_SOCKET_TIMEOUT))
     mems = [SessionMemory(crm, store=store, tenant="acme") for _ in range(50)]
-    try:
-        with caplog.at_level(logging.WARNING, logger="convmem.session"):
-            await asyncio.gather(*(
-                mem.abegin_turn("shared", f"question {i} about quotas", message_id=f"m{i}",
-                                today=date(2026, 11, 30))
-                for i, mem in enumerate(mems)))
-        gave_up = [r for r in caplog.records
-                   if r.name == "convmem.session" and "gave up" in r.getMessage()]
-        state = await mems[0].aget_state("shared")
-        assert state is not None
-        assert (state.turn, state.version) == (50 - len(gave_up), 50 - len(gave_up))
-        assert state.turn >= 1 and store.stats.degraded == 0
-    finally:
-        await store.aclose()
+    with caplog.at_level(logging.WARNING, logger="convmem.session"):
+        await asyncio.gather(*(
+            mem.abegin_turn("shared", f"question {i} about quotas", message_id=f"m{i}",
+                            today=date(2026, 11, 30))
+            for i, mem in enumerate(mems)))
+    gave_up = [r for r in caplog.records
+               if r.name == "convmem.session" and "gave up" in r.getMessage()]
+    state = await mems[0].aget_state("shared")
+    assert state is not None
+    assert (state.turn, state.version) == (50 - len(gave_up), 50 - len(gave_up))
+    assert state.turn >= 1 and store.stats.degraded == 0
 
 
 # --------------------------------------------------------------------------- misconfiguration
@@ -593,41 +576,32 @@ async def _every_call_raises_config_error(store: Any, mode: str, match: str) -> 
 @pytest.mark.parametrize("credentials", ["", ":wrong@", "someone:wrong@"])
 async def test_refused_credentials_are_a_config_error_not_an_outage(
     mode: str, strict: bool, credentials: str, throwaway_redis: RedisServer,
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, closing: Closing,
 ) -> None:
     await asyncio.to_thread(_require_password, throwaway_redis, "s3cret")
     url = f"redis://{credentials}127.0.0.1:{throwaway_redis.port}/0"
-    store = RedisSessionStateStore(url, strict=strict)
-    try:
-        with caplog.at_level(logging.WARNING, logger="convmem.stores"):
-            await _every_call_raises_config_error(store, mode, "refused our credentials")
-        assert _warnings(caplog) == []
-        with pytest.raises(ConfigError) as info:
-            await asyncio.to_thread(store.load, TENANT, "t1")
-        assert "wrong" not in str(info.value), "the password is never echoed"
-        # The same server with the right password: the store works.
-        good = RedisSessionStateStore(f"redis://:s3cret@127.0.0.1:{throwaway_redis.port}/0")
-        api = StoreDriver(good, mode)  # type: ignore[arg-type]
-        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
-        await good.aclose()
-        await asyncio.to_thread(good.close)
-    finally:
-        await store.aclose()
-        await asyncio.to_thread(store.close)
+    store = closing(RedisSessionStateStore(url, strict=strict))
+    with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+        await _every_call_raises_config_error(store, mode, "refused our credentials")
+    assert _warnings(caplog) == []
+    with pytest.raises(ConfigError) as info:
+        await asyncio.to_thread(store.load, TENANT, "t1")
+    assert "wrong" not in str(info.value), "the password is never echoed"
+    # The same server with the right password: the store works.
+    good = closing(
+        RedisSessionStateStore(f"redis://:s3cret@127.0.0.1:{throwaway_redis.port}/0"))
+    api = StoreDriver(good, mode)  # type: ignore[arg-type]
+    assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
 
 
 @pytest.mark.redis
 @pytest.mark.parametrize("mode", MODES)
 async def test_database_beyond_the_servers_databases_is_a_config_error(
-    mode: str, throwaway_redis: RedisServer
+    mode: str, throwaway_redis: RedisServer, closing: Closing
 ) -> None:
     # redis-server's default `databases` is 16: 0..15
-    store = RedisSessionStateStore(f"redis://127.0.0.1:{throwaway_redis.port}/16")
-    try:
-        await _every_call_raises_config_error(store, mode, "database number")
-    finally:
-        await store.aclose()
-        await asyncio.to_thread(store.close)
+    store = closing(RedisSessionStateStore(f"redis://127.0.0.1:{throwaway_redis.port}/16"))
+    await _every_call_raises_config_error(store, mode, "database number")
 
 
 @pytest.mark.redis
@@ -635,27 +609,19 @@ async def test_database_beyond_the_servers_databases_is_a_config_error(
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", [RedisSessionStateStore, RedisClusterSessionStateStore])
 async def test_a_server_that_does_not_speak_redis_is_a_config_error(
-    mode: str, backend: type[Any], garbage_server: int
+    mode: str, backend: type[Any], garbage_server: int, closing: Closing
 ) -> None:
-    store = backend(f"redis://127.0.0.1:{garbage_server}/0")
-    try:
-        await _every_call_raises_config_error(store, mode, "does not speak the Redis protocol")
-    finally:
-        await store.aclose()
-        await asyncio.to_thread(store.close)
+    store = closing(backend(f"redis://127.0.0.1:{garbage_server}/0"))
+    await _every_call_raises_config_error(store, mode, "does not speak the Redis protocol")
 
 
 @pytest.mark.redis
 @pytest.mark.parametrize("mode", MODES)
 async def test_cluster_store_on_a_standalone_server_is_a_config_error(
-    mode: str, redis_url: str
+    mode: str, redis_url: str, closing: Closing
 ) -> None:
-    store = RedisClusterSessionStateStore(redis_url)
-    try:
-        await _every_call_raises_config_error(store, mode, "use RedisSessionStateStore")
-    finally:
-        await store.aclose()
-        await asyncio.to_thread(store.close)
+    store = closing(RedisClusterSessionStateStore(redis_url))
+    await _every_call_raises_config_error(store, mode, "use RedisSessionStateStore")
 
 
 @pytest.mark.redis
@@ -679,27 +645,22 @@ async def test_server_out_of_memory_degrades_like_an_outage(
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", ["redis", "cluster"])
 async def test_ping_answers_for_a_healthy_server_and_names_an_outage(
-    mode: str, backend: str, urls: dict[str, str]
+    mode: str, backend: str, urls: dict[str, str], closing: Closing
 ) -> None:
-    healthy = STORE_CLASSES[backend](urls[backend])
-    dead = STORE_CLASSES[backend](f"redis://127.0.0.1:{free_port()}/0")
-    try:
-        if mode == "sync":
-            assert await asyncio.to_thread(healthy.ping) is None
-            with pytest.raises(StateUnavailable, match="unavailable"):
-                await asyncio.to_thread(dead.ping)
-        else:
-            assert await healthy.aping() is None
-            with pytest.raises(StateUnavailable, match="unavailable"):
-                await dead.aping()
-        # ping reports; it is not a turn: nothing degraded, turns still degrade quietly
-        assert dead.stats.degraded == 0
-        assert await StoreDriver(dead, mode).load(TENANT, "t1") is None  # type: ignore[arg-type]
-        assert dead.stats.degraded == 1
-    finally:
-        for store in (healthy, dead):
-            await store.aclose()
-            await asyncio.to_thread(store.close)
+    healthy = closing(STORE_CLASSES[backend](urls[backend]))
+    dead = closing(STORE_CLASSES[backend](f"redis://127.0.0.1:{free_port()}/0"))
+    if mode == "sync":
+        assert await asyncio.to_thread(healthy.ping) is None
+        with pytest.raises(StateUnavailable, match="unavailable"):
+            await asyncio.to_thread(dead.ping)
+    else:
+        assert await healthy.aping() is None
+        with pytest.raises(StateUnavailable, match="unavailable"):
+            await dead.aping()
+    # ping reports; it is not a turn: nothing degraded, turns still degrade quietly
+    assert dead.stats.degraded == 0
+    assert await StoreDriver(dead, mode).load(TENANT, "t1") is None  # type: ignore[arg-type]
+    assert dead.stats.degraded == 1
 
 
 @pytest.mark.parametrize("backend", [RedisSessionStateStore, RedisClusterSessionStateStore])

@@ -10,8 +10,15 @@ import pytest
 
 from convmem import SessionMemory, load_domain
 from convmem.cli import main
-from convmem.stores import RedisSessionStateStore
+from convmem.stores import RedisSessionStateStore, SessionStateStore
 from convmem.testing.servers import free_port
+
+
+def _one_turn(store: SessionStateStore, tenant: str, thread_id: str, question: str) -> None:
+    """Leave in ``store`` the session state of one CRM turn: what the CLI then shows."""
+    memory = SessionMemory(load_domain("crm"), store=store, tenant=tenant)
+    memory.begin_turn(thread_id, question, today=date(2026, 11, 30))
+    memory.end_turn(thread_id)
 
 
 @pytest.mark.redis
@@ -19,9 +26,7 @@ def test_show_and_reset_a_thread_on_redis(
     redis_url: str, key_prefix: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = RedisSessionStateStore(redis_url, prefix=key_prefix)
-    memory = SessionMemory(load_domain("crm"), store=store, tenant="acme:eu")
-    memory.begin_turn("thread 42", "How is Brightwater Farms doing last quarter?", today=date(2026, 11, 30))
-    memory.end_turn("thread 42")
+    _one_turn(store, "acme:eu", "thread 42", "How is Brightwater Farms doing last quarter?")
     saved = store.load("acme:eu", "thread 42")
     assert saved is not None
     v = saved.version
@@ -86,9 +91,7 @@ def test_show_and_reset_on_a_cluster(
     from convmem.stores import RedisClusterSessionStateStore
 
     store = RedisClusterSessionStateStore(redis_cluster_url, prefix=key_prefix)
-    memory = SessionMemory(load_domain("crm"), store=store, tenant="acme")
-    memory.begin_turn("t-1", "Pull up Northline Logistics, briefly.", today=date(2026, 11, 30))
-    memory.end_turn("t-1")
+    _one_turn(store, "acme", "t-1", "Pull up Northline Logistics, briefly.")
     base = ["state", "--cluster", "--redis", redis_cluster_url, "--prefix", key_prefix,
             "--tenant", "acme"]
     assert main([*base, "show", "t-1"]) == 0

@@ -116,13 +116,21 @@ def _quoted(store: TranscriptStore, tenant: str) -> list[list[str]]:
 # --------------------------------------------------------------------------- finding 6
 
 
-def _workers(make: Any, new_store: Callable[[], TranscriptStore], on_error: str
-             ) -> tuple[Any, Any]:
-    """Two workers, each with its own transcript store, sharing one state store."""
-    shared = InMemorySessionStateStore()
-    eraser = make(new_store(), shared)
-    worker = make(new_store(), shared, on_transcript_error=on_error)
-    return eraser, worker
+@pytest.fixture
+def workers(
+    make: Any, transcript_url: str, migrated_store: Callable[[str], TranscriptStore]
+) -> Callable[[str], tuple[Any, Any]]:
+    """``workers(on_error)``: two workers, each with its own transcript store, sharing one
+    state store, after the first (the eraser) has had two turns on thread "th"."""
+
+    def build(on_error: str) -> tuple[Any, Any]:
+        shared = InMemorySessionStateStore()
+        eraser = make(migrated_store(transcript_url), shared)
+        worker = make(migrated_store(transcript_url), shared, on_transcript_error=on_error)
+        _two_turns(eraser)
+        return eraser, worker
+
+    return build
 
 
 def _refused(worker: Any, on_error: str, call: Any) -> None:
@@ -138,11 +146,10 @@ def _refused(worker: Any, on_error: str, call: Any) -> None:
 
 @pytest.mark.parametrize("on_error", ["raise", "degrade"])
 def test_a_turn_begun_before_delete_thread_writes_nothing_after_it(
-    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str, on_error: str,
-    migrated_store: Callable[[str], TranscriptStore],
+    transcript: TranscriptStore, tenant: str, on_error: str,
+    workers: Callable[[str], tuple[Any, Any]],
 ) -> None:
-    eraser, worker = _workers(make, lambda: migrated_store(transcript_url), on_error)
-    _two_turns(eraser)
+    eraser, worker = workers(on_error)
     worker.begin_turn("th", "Who's their rep?", today=TODAY)  # state only: nothing written
     eraser.delete_thread("th")
     _refused(worker, on_error, lambda: worker.record_model_input("th", CALL))
@@ -159,11 +166,10 @@ def test_a_turn_begun_before_delete_thread_writes_nothing_after_it(
 
 @pytest.mark.parametrize("on_error", ["raise", "degrade"])
 def test_a_turn_past_commit_point_one_cannot_finish_after_delete_thread(
-    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str, on_error: str,
-    migrated_store: Callable[[str], TranscriptStore],
+    transcript: TranscriptStore, tenant: str, on_error: str,
+    workers: Callable[[str], tuple[Any, Any]],
 ) -> None:
-    eraser, worker = _workers(make, lambda: migrated_store(transcript_url), on_error)
-    _two_turns(eraser)
+    eraser, worker = workers(on_error)
     clarified = worker.begin_turn("th", "Briefly, how is Harbor doing?", today=TODAY)
     eraser.delete_thread("th")  # a clarification: nothing written before end_turn
     _refused(worker, on_error, lambda: worker.end_turn("th", answer=clarified.text))
@@ -177,11 +183,9 @@ def test_a_turn_past_commit_point_one_cannot_finish_after_delete_thread(
 
 
 def test_a_reimported_thread_is_not_the_one_a_turn_in_flight_began_on(
-    make: Any, transcript: TranscriptStore, transcript_url: str, tenant: str,
-    migrated_store: Callable[[str], TranscriptStore],
+    tenant: str, workers: Callable[[str], tuple[Any, Any]]
 ) -> None:
-    eraser, worker = _workers(make, lambda: migrated_store(transcript_url), "raise")
-    _two_turns(eraser)
+    eraser, worker = workers("raise")
     tid = eraser.transcript_thread_id("th")
     worker.begin_turn("th", "Who's their rep?", today=TODAY, model_call=CALL)
     export = eraser.store("export_thread", tenant, tid)  # holds the turn's commit point 1

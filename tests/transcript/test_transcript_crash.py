@@ -179,20 +179,28 @@ def assert_next_turns_work(
     assert [m.text for m in path] == ["hello", "revenue of ACME?", "4.2 M.", "and Globex?", "3.1 M."]
 
 
-@pytest.mark.parametrize("api", ["sync", "async"])
-def test_killed_between_commit_points_leaves_exactly_point_one(
-    store: TranscriptStore, tenant: str, api: str
-) -> None:
+def kill_a_turn(
+    store: TranscriptStore, tenant: str, api: str, stage: str
+) -> tuple[str, str, dict[str, Any]]:
+    """A fresh thread whose turn "revenue of ACME?" the child dies in at ``stage``:
+    the thread, its first message and what the child reported of the turn."""
     thread_id, hello_id = start_thread(store, tenant)
     payload = {
         "tenant": tenant,
         "thread_id": thread_id,
-        "stage": "between",
+        "stage": stage,
         "api": api,
         "question": "revenue of ACME?",
         "model_input": {**MODEL_INPUT, "sent_message_ids": [hello_id]},
     }
-    turn = kill_child_at(store, payload)
+    return thread_id, hello_id, kill_child_at(store, payload)
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_killed_between_commit_points_leaves_exactly_point_one(
+    store: TranscriptStore, tenant: str, api: str
+) -> None:
+    thread_id, hello_id, turn = kill_a_turn(store, tenant, api, "between")
     assert_exactly_point_one(store, tenant, thread_id, hello_id, turn)
     assert_next_turns_work(store, tenant, thread_id, turn["turn_id"])
 
@@ -201,16 +209,7 @@ def test_killed_between_commit_points_leaves_exactly_point_one(
 def test_killed_inside_commit_point_two_leaves_nothing_of_it(
     store: TranscriptStore, tenant: str, api: str
 ) -> None:
-    thread_id, hello_id = start_thread(store, tenant)
-    payload = {
-        "tenant": tenant,
-        "thread_id": thread_id,
-        "stage": "inside",
-        "api": api,
-        "question": "revenue of ACME?",
-        "model_input": {**MODEL_INPUT, "sent_message_ids": [hello_id]},
-    }
-    turn = kill_child_at(store, payload)
+    thread_id, hello_id, turn = kill_a_turn(store, tenant, api, "inside")
     assert turn["statement"].upper() == "INSERT INTO CONVMEM_MESSAGES"
     if turn["autocommit"]:  # PostgreSQL: point 2 is one statement, killed after it ran
         assert store.dialect == "postgresql"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
@@ -70,33 +71,34 @@ def store_message(text: str) -> NewMessage:
     return NewMessage(role="user", content=text)
 
 
-@pytest.mark.sqlite
-def test_sqlite_first_revision_upgrades_to_head(sqlite_url: str) -> None:
-    store = TranscriptStore(sqlite_url, retention=FOREVER)
-    try:
-        tid = _fill_first_revision(store, "mig")
-        _check_head(store, "mig", tid)
-    finally:
+@pytest.fixture(params=[pytest.param("sqlite", marks=pytest.mark.sqlite),
+                        pytest.param("postgres", marks=pytest.mark.postgres)])
+def unmigrated_store(request: pytest.FixtureRequest) -> Iterator[TranscriptStore]:
+    """A store on an empty database of this test's own (the session's PostgreSQL database
+    is already at head: a new one beside it, dropped after the test)."""
+    if request.param == "sqlite":
+        store = TranscriptStore(request.getfixturevalue("sqlite_url"), retention=FOREVER)
+        yield store
         store.engine.dispose()
-
-
-@pytest.mark.postgres
-def test_postgres_first_revision_upgrades_to_head(postgres_url: str) -> None:
-    # a database of its own: the shared one is already at head
-    base = sa.make_url(postgres_url)
-    name = f"{base.database}_mig"
+        return
+    base = sa.make_url(request.getfixturevalue("postgres_url"))
+    name = f"{base.database}_mig_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     store = TranscriptStore(base.set(database=name), retention=FOREVER)
     try:
-        tid = _fill_first_revision(store, "mig")
-        _check_head(store, "mig", tid)
+        yield store
     finally:
         store.engine.dispose()
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+def test_first_revision_upgrades_to_head(unmigrated_store: TranscriptStore) -> None:
+    tid = _fill_first_revision(unmigrated_store, "mig")
+    _check_head(unmigrated_store, "mig", tid)
 
 
 # ------------------------------------------------------------------ revision 0003
@@ -168,31 +170,8 @@ _QUESTION = (
 )
 
 
-@pytest.mark.sqlite
-def test_sqlite_second_revision_upgrades_to_0003(sqlite_url: str) -> None:
-    store = TranscriptStore(sqlite_url, retention=FOREVER)
+def test_second_revision_upgrades_to_0003(unmigrated_store: TranscriptStore) -> None:
     marker = f"zebra-{uuid.uuid4().hex[:8]}"
-    try:
-        tid, q_id = _fill_second_revision(store, "mig3", _QUESTION.replace("zebra-{m}", marker))
-        _check_0003(store, "mig3", tid, q_id, marker)
-    finally:
-        store.engine.dispose()
-
-
-@pytest.mark.postgres
-def test_postgres_second_revision_upgrades_to_0003(postgres_url: str) -> None:
-    base = sa.make_url(postgres_url)
-    name = f"{base.database}_mig3"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    store = TranscriptStore(base.set(database=name), retention=FOREVER)
-    marker = f"zebra-{uuid.uuid4().hex[:8]}"
-    try:
-        tid, q_id = _fill_second_revision(store, "mig3", _QUESTION.replace("zebra-{m}", marker))
-        _check_0003(store, "mig3", tid, q_id, marker)
-    finally:
-        store.engine.dispose()
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
-        admin.dispose()
+    tid, q_id = _fill_second_revision(
+        unmigrated_store, "mig3", _QUESTION.replace("zebra-{m}", marker))
+    _check_0003(unmigrated_store, "mig3", tid, q_id, marker)
