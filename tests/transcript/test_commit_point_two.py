@@ -8,28 +8,19 @@ must place the answer as before, on SQLite and PostgreSQL, sync and async.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from convmem.errors import ConfigError
-from convmem.testing.transcript_spec import FOREVER, bot, user
+from convmem.testing.transcript_spec import bot, user
 from convmem.transcript import ModelInput, TranscriptStore
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", marks=pytest.mark.sqlite),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-def store(request: pytest.FixtureRequest) -> Iterator[TranscriptStore]:
-    url = str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url"))
-    store = TranscriptStore(url, retention=FOREVER)
-    store.migrate()
-    yield store
-    store.close()
+@pytest.fixture
+def store(transcript: TranscriptStore) -> TranscriptStore:
+    """tests/conftest.py's migrated store, on SQLite and on PostgreSQL."""
+    return transcript
 
 
 def complete(store: TranscriptStore, api: str, *args: object) -> list[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,6 @@ import pytest
 from sqlalchemy import event
 
 from convmem import Domain, ModelCall, SessionMemory, load_domain
-from convmem.testing.transcript_spec import FOREVER
 from convmem.transcript import TranscriptStore
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -39,18 +38,7 @@ _JOIN = re.compile(r"\bJOIN\s+(\w+)(?:\s+AS)?(?:\s+\w+)?\s+ON\b(.*?)(?=\bJOIN\b|
                    r"|\bGROUP\b|\bLIMIT\b|\bUNION\b|$)", re.IGNORECASE | re.DOTALL)
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", marks=pytest.mark.sqlite),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-def transcript(request: pytest.FixtureRequest) -> Iterator[TranscriptStore]:
-    url = str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url"))
-    store = TranscriptStore(url, retention=FOREVER)
-    store.migrate()
-    yield store
-    store.close()
+# ``transcript`` (a migrated store on SQLite and on PostgreSQL) is tests/conftest.py's.
 
 
 @pytest.fixture(scope="module")
