@@ -99,6 +99,7 @@ class Meter:
         self.redis_rows = 0
         self.redis_bytes = 0
         self.calls: dict[str, int] = {}  # outermost calls this turn, by method
+        self.call_ns: dict[str, int] = {}  # their time, by method
         self._lock = threading.Lock()
         self._active = 0
         self._since = 0
@@ -107,7 +108,7 @@ class Meter:
     def reset(self) -> None:
         with self._lock:
             self.ns = self.redis_rows = self.redis_bytes = 0
-            self.calls = {}
+            self.calls, self.call_ns = {}, {}
             if self._active:  # a call still running from the last turn counts from here
                 self._since = time.perf_counter_ns()
 
@@ -124,11 +125,15 @@ class Meter:
                     self.calls[label] = self.calls.get(label, 0) + 1
             outer = not getattr(local, "inside", False)
             local.inside = True
+            started = time.perf_counter_ns()
             try:
                 return fn(*args, **kwargs)
             finally:
                 if outer:
                     local.inside = False
+                    spent = time.perf_counter_ns() - started
+                    with self._lock:
+                        self.call_ns[label] = self.call_ns.get(label, 0) + spent
                 with self._lock:
                     self._active -= 1
                     if not self._active:
@@ -298,6 +303,7 @@ class Row:
         self.probe = probe
         self.config = {"configurable": {"thread_id": f"bench-{uuid.uuid4().hex[:8]}"}}
         self.calls: dict[str, int] = {}  # the last turn's persistence calls, by method
+        self.call_ms: dict[str, float] = {}  # and their time
 
     def turn(self, n: int) -> dict[str, float]:
         if self.probe is not None:
@@ -311,6 +317,7 @@ class Row:
         persist_ns = self.meter.ns
         rows, size, wal = self.probe.finish() if self.probe is not None else (0, 0, 0)
         self.calls = dict(self.meter.calls)
+        self.call_ms = {k: round(v / 1e6, 3) for k, v in self.meter.call_ns.items()}
         return {"persist_ms": persist_ns / 1e6, "turn_ms": wall / 1e6,
                 "rows": rows + self.meter.redis_rows, "bytes": size + self.meter.redis_bytes,
                 "wal_bytes": wal, "calls": sum(self.calls.values())}
@@ -400,16 +407,17 @@ def _probe(stack: ExitStack, dsn: str) -> PgProbe:
 
 
 def one_run(turns: int, admin_dsn: str, redis_url: str, domain: Any, errors: dict[str, str],
-            calls: dict[str, dict[str, int]]) -> dict[str, list[dict[str, float]]]:
+            calls: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
     """Every row's per-turn figures for one conversation of ``turns`` turns (``calls``:
-    each row's persistence calls on the last turn, by method)."""
+    each row's persistence calls on the last turn, by method: count and ms)."""
     with ExitStack() as stack:
         rows = build_rows(stack, admin_dsn, redis_url, domain, errors)
         out: dict[str, list[dict[str, float]]] = {row.key: [] for row in rows}
         for n in range(1, turns + 1):
             for row in rows:
                 out[row.key].append(row.turn(n))
-        calls.update({row.key: row.calls for row in rows})
+        calls.update({row.key: {name: {"n": n, "ms": row.call_ms.get(name, 0.0)}
+                                for name, n in row.calls.items()} for row in rows})
         return out
 
 
@@ -521,9 +529,10 @@ def _print(result: dict[str, Any]) -> None:
             text.append("-" if one is None else f"{one:.2f} ({late:.2f})")
         print(f"{row['name']:<44}{text[0]:>14}{text[1]:>14}{text[2]:>14}"
               f"{row['bytes_whole_conversation']:>20,}")
-    print("\npersistence calls on the last turn, by method")
+    print("\npersistence calls on the last turn, by method: count (ms, of the last run)")
     for key, found in result["calls_last_turn"].items():
-        listed = ", ".join(f"{name.rsplit('.', 1)[-1]} {n}" for name, n in sorted(found.items()))
+        listed = ", ".join(f"{name.rsplit('.', 1)[-1]} {c['n']} ({c['ms']:.2f})"
+                           for name, c in sorted(found.items()))
         print(f"  {ROWS[key]:<44} {listed or '-'}")
     print("\ntargets")
     for name, t in result["targets"].items():
@@ -569,7 +578,7 @@ def main() -> int:
             _print_cpu(cpu)
         return 0
     errors: dict[str, str] = {}
-    calls: dict[str, dict[str, int]] = {}
+    calls: dict[str, dict[str, Any]] = {}
     with redis_server() as redis_url:
         per_run = [one_run(turns, admin, redis_url, domain, errors, calls) for _ in range(runs)]
     rows = summarise(per_run, marks)

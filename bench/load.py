@@ -5,6 +5,13 @@ fake model, one tool, ~2,000-token answers) in one asyncio process: N sessions s
 together and each asks its ten questions in order, one ``ainvoke`` per turn.
 
 * **no persistence** — the agent alone, no checkpointer, no middleware: the ceiling.
+* **no-op middleware** — the agent with a middleware that has the hooks
+  ``SessionMemoryMiddleware`` has, each passing straight through
+  (``bench/_agent.py``'s ``NoopMiddleware``): what LangChain charges for those hooks
+  (its ``wrap_*`` hooks run inside LangSmith's ``traceable``, two worker-thread hops
+  per call on the async path), none of it convmem's.
+* **convmem, in memory** — ``SessionMemoryMiddleware`` with the in-memory state store
+  and no transcript: convmem's own work per turn, no I/O.
 * **convmem** — ``SessionMemoryMiddleware`` with session state on Redis
   (``RedisSessionStateStore``) and the PostgreSQL transcript at both commit points
   (``TranscriptStore``), no checkpointer: each turn's input is the new message only.
@@ -53,6 +60,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _agent import NoopMiddleware
 from _load_agent import DOMAIN, build_agent, question
 from langchain_core.messages import HumanMessage
 
@@ -62,9 +70,11 @@ from convmem.testing.servers import RedisClusterServers, RedisServer, redis_comm
 from convmem.transcript import RetentionPolicy, TranscriptStore
 from langchain_convmem import SessionMemoryMiddleware
 
-ROWS = ("ceiling", "convmem", "cluster", "peer")
+ROWS = ("ceiling", "hooks", "inmemory", "convmem", "cluster", "peer")
 LABELS = {
     "ceiling": "no persistence (ceiling)",
+    "hooks": "no persistence, no-op middleware (same hooks)",
+    "inmemory": "convmem: in-memory state, no transcript",
     "convmem": "convmem: Redis state + PG transcript",
     "cluster": "convmem: Redis Cluster state + PG transcript",
     "peer": "AsyncPostgresSaver (default settings)",
@@ -261,8 +271,13 @@ async def delete_prefix(ports: tuple[int, ...], prefix: str) -> None:
 async def run_row(row: str, sessions: int, turns: int, servers: Servers,
                   transcript_options: dict[str, Any], redis_timeout: float) -> dict[str, Any]:
     out: dict[str, Any] = {"row": row, "label": LABELS[row], "sessions": sessions}
-    if row == "ceiling":
-        load = await drive(build_agent(), sessions, turns, "ceiling")
+    if row in ("ceiling", "hooks", "inmemory"):
+        middleware = {
+            "ceiling": [],
+            "hooks": [NoopMiddleware()],
+            "inmemory": [SessionMemoryMiddleware(SessionMemory(DOMAIN, tenant=TENANT))],
+        }[row]
+        load = await drive(build_agent(middleware=middleware), sessions, turns, row)
         return {**out, **load.__dict__}
     with scratch_database() as url:
         if row == "peer":
@@ -337,9 +352,13 @@ def ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                  "p99_over_p50": round(ours["p99_ms"] / max(ours["p50_ms"], 1e-9), 2)}
         if "peer" in at and at["peer"].get("turns_per_s"):
             entry["convmem_over_peer"] = round(ours["turns_per_s"] / at["peer"]["turns_per_s"], 2)
-        if "ceiling" in at and at["ceiling"]["turns_per_s"]:
-            entry["convmem_over_ceiling"] = round(
-                ours["turns_per_s"] / at["ceiling"]["turns_per_s"], 2)
+        for row in ("ceiling", "hooks", "inmemory"):
+            if row in at and at[row]["turns_per_s"]:
+                entry[f"convmem_over_{row}"] = round(
+                    ours["turns_per_s"] / at[row]["turns_per_s"], 2)
+        if "ceiling" in at and "hooks" in at and at["ceiling"]["turns_per_s"]:
+            entry["hooks_over_ceiling"] = round(
+                at["hooks"]["turns_per_s"] / at["ceiling"]["turns_per_s"], 2)
         out.append(entry)
     return out
 
@@ -378,6 +397,11 @@ def table(results: list[dict[str, Any]]) -> str:
             f"N={e['sessions']}: convmem/peer {e.get('convmem_over_peer', '-')}x (target >= 2), "
             f"convmem/ceiling {e.get('convmem_over_ceiling', '-')} (target >= 0.6), "
             f"p99/p50 {e['p99_over_p50']} (target <= 3)")
+        if "hooks_over_ceiling" in e:
+            lines.append(
+                f"       the no-op middleware alone: {e['hooks_over_ceiling']} of the ceiling; "
+                f"convmem/no-op middleware {e.get('convmem_over_hooks', '-')}, "
+                f"convmem/convmem in memory {e.get('convmem_over_inmemory', '-')}")
     return "\n".join(lines)
 
 
