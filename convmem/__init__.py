@@ -56,49 +56,42 @@ if TYPE_CHECKING:
     from convmem.tools import ToolResult
     from convmem.topic import TopicDetector, topic_changed
 
-#: Where each public name lives.
-_HOME: dict[str, str] = {
-    "Catalog": "convmem.catalog",
-    "Clarification": "convmem.session",
-    "ConfigError": "convmem.errors",
-    "ConvMemError": "convmem.errors",
-    "CorruptState": "convmem.errors",
-    "Domain": "convmem.domain",
-    "Entity": "convmem.domain",
-    "FilterValue": "convmem.state",
-    "Focus": "convmem.state",
-    "InMemoryCatalog": "convmem.catalog",
-    "InMemorySessionStateStore": "convmem.stores",
-    "Mention": "convmem.catalog",
-    "NotFound": "convmem.errors",
-    "ModelCall": "convmem.session",
-    "Option": "convmem.state",
-    "PendingClarification": "convmem.state",
-    "PeriodFilter": "convmem.domain",
-    "PolicyConfig": "convmem.policy",
-    "RESOLUTION_SCHEMA": "convmem.resolve",
-    "Resolution": "convmem.resolve",
-    "Resolver": "convmem.resolve",
-    "ResolverError": "convmem.errors",
-    "RuleResolver": "convmem.resolve",
-    "SessionMemory": "convmem.session",
-    "SessionState": "convmem.state",
-    "SessionStateStore": "convmem.stores",
-    "SessionStats": "convmem.session",
-    "StateUnavailable": "convmem.errors",
-    "StructuredResolver": "convmem.resolve",
-    "ToolFocusRule": "convmem.domain",
-    "ToolResult": "convmem.tools",
-    "ToolRule": "convmem.domain",
-    "TopicDetector": "convmem.topic",
-    "TranscriptUnavailable": "convmem.errors",
-    "TurnContext": "convmem.session",
-    "VersionConflict": "convmem.errors",
-    "VocabFilter": "convmem.domain",
-    "count_message_tokens": "convmem.tokens",
-    "count_tokens": "convmem.tokens",
-    "load_domain": "convmem.domain",
-    "topic_changed": "convmem.topic",
+#: The public names each submodule defines.
+_HOMES = {
+    ".catalog": ("Catalog", "InMemoryCatalog", "Mention"),
+    ".domain": (
+        "Domain",
+        "Entity",
+        "PeriodFilter",
+        "ToolFocusRule",
+        "ToolRule",
+        "VocabFilter",
+        "load_domain",
+    ),
+    ".errors": (
+        "ConfigError",
+        "ConvMemError",
+        "CorruptState",
+        "NotFound",
+        "ResolverError",
+        "StateUnavailable",
+        "TranscriptUnavailable",
+        "VersionConflict",
+    ),
+    ".policy": ("PolicyConfig",),
+    ".resolve": (
+        "RESOLUTION_SCHEMA",
+        "Resolution",
+        "Resolver",
+        "RuleResolver",
+        "StructuredResolver",
+    ),
+    ".session": ("Clarification", "ModelCall", "SessionMemory", "SessionStats", "TurnContext"),
+    ".state": ("FilterValue", "Focus", "Option", "PendingClarification", "SessionState"),
+    ".stores": ("InMemorySessionStateStore", "SessionStateStore"),
+    ".tokens": ("count_message_tokens", "count_tokens"),
+    ".tools": ("ToolResult",),
+    ".topic": ("TopicDetector", "topic_changed"),
 }
 
 __version__ = "0.1.0"
@@ -149,4 +142,4 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_names(__name__, _HOME, __all__)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

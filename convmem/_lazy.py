@@ -1,8 +1,8 @@
 """Public names imported on first use (PEP 562), for the packages' ``__init__`` modules.
 
-A package lists where each public name lives and binds the two module hooks:
+A package lists the names each of its modules defines and binds the two module hooks:
 
-    __getattr__, __dir__ = lazy_names(__name__, {"Name": "package.module", ...}, __all__)
+    __getattr__, __dir__ = lazy_names(__name__, {".module": ("Name", ...), ...}, __all__)
 
 so ``import package`` loads none of those modules, ``from package import Name`` loads
 one, and ``dir(package)`` still shows every public name. A name, once loaded, is
@@ -17,14 +17,15 @@ from importlib import import_module
 
 
 def lazy_names(
-    package: str, homes: Mapping[str, str], public: Iterable[str]
+    package: str, homes: Mapping[str, Iterable[str]], public: Iterable[str]
 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for ``package``: ``homes`` maps a name to the module
-    that defines it (absolute, or relative to ``package`` when it starts with ``.``)."""
+    """``(__getattr__, __dir__)`` for ``package``: ``homes`` maps a module (absolute, or
+    relative to ``package`` when it starts with ``.``) to the names it defines."""
+    home_of = {name: module for module, names in homes.items() for name in names}
     listed = frozenset(public)
 
     def __getattr__(name: str) -> object:
-        home = homes.get(name)
+        home = home_of.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(import_module(home, package), name)

@@ -21,13 +21,13 @@ if TYPE_CHECKING:
     from langchain_convmem.runnable import RunnableWithSessionMemory
     from langchain_convmem.tool_results import tool_result
 
-#: Where each public name lives.
-_HOME: dict[str, str] = {
-    "ConvMemChatMessageHistory": "langchain_convmem.history",
-    "LLMResolver": "langchain_convmem.resolver",
-    "RunnableWithSessionMemory": "langchain_convmem.runnable",
-    "SessionMemoryMiddleware": "langchain_convmem.middleware",
-    "tool_result": "langchain_convmem.tool_results",
+#: The public names each submodule defines.
+_HOMES = {
+    ".history": ("ConvMemChatMessageHistory",),
+    ".middleware": ("SessionMemoryMiddleware",),
+    ".resolver": ("LLMResolver",),
+    ".runnable": ("RunnableWithSessionMemory",),
+    ".tool_results": ("tool_result",),
 }
 
 __all__ = [
@@ -39,4 +39,4 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_names(__name__, _HOME, __all__)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

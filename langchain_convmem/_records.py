@@ -101,6 +101,15 @@ _CHAT_ROLES: dict[str, Role] = {
     "tool": "tool",
     "function": "tool",
 }
+#: The record role of each message class (its chunk class is a subclass); a
+#: ``ChatMessage`` says its role itself.
+_CLASS_ROLES: tuple[tuple[type[BaseMessage], Role], ...] = (
+    (HumanMessage, "user"),
+    (AIMessage, "assistant"),
+    (SystemMessage, "system"),
+    (ToolMessage, "tool"),
+    (FunctionMessage, "tool"),
+)
 
 Path = list[str | int]
 
@@ -166,18 +175,13 @@ def to_record(message: BaseMessage) -> NewMessage:
 
 
 def _role(message: BaseMessage) -> Role:
-    if isinstance(message, HumanMessage):
-        return "user"
-    if isinstance(message, AIMessage):
-        return "assistant"
-    if isinstance(message, SystemMessage):
-        return "system"
-    if isinstance(message, (ToolMessage, FunctionMessage)):
-        return "tool"
     if isinstance(message, ChatMessage):
         # A role the record does not model (a second agent, a critic) is an
         # assistant row; the exact role comes back from ``extra``.
         return _CHAT_ROLES.get(message.role.lower(), "assistant")
+    for cls, role in _CLASS_ROLES:
+        if isinstance(message, cls):
+            return role
     raise ConfigError(f"chat history: no record role for {type(message).__name__}")
 
 

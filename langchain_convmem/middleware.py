@@ -53,6 +53,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from convmem.effects import Flow, aperform, call, do, perform
 from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
 from langchain_convmem._common import (
@@ -241,25 +242,22 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Close the turn with the final answer (a clarification's text included); in
         bounded mode, then cut the checkpointed messages down to this turn."""
-        messages = state["messages"]
-        start = last_human_index(messages)
-        if start is None:
-            return None
-        memory, thread = self._scope(get_config())
-        self._begun.pop((memory.tenant, thread), None)
-        memory.end_turn(thread, answer=answer_text(messages, start))
-        return self._bound(messages, start)
+        return perform(self._close(state))
 
     async def aafter_agent(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
+        return await aperform(self._close(state))
+
+    def _close(self, state: AgentState[Any]) -> Flow[dict[str, Any] | None]:
         messages = state["messages"]
         start = last_human_index(messages)
         if start is None:
             return None
         memory, thread = self._scope(get_config())
         self._begun.pop((memory.tenant, thread), None)
-        await memory.aend_turn(thread, answer=answer_text(messages, start))
+        answer = answer_text(messages, start)
+        yield from do(call(memory.end_turn, memory.aend_turn, thread, answer=answer))
         return self._bound(messages, start)
 
     def _bound(self, messages: Sequence[BaseMessage], start: int) -> dict[str, Any] | None:

@@ -57,7 +57,7 @@ from langchain_core.messages import (
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 
-from convmem.effects import Effect, call
+from convmem.effects import Effect, Flow, aperform, call, do, perform
 from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
 from convmem.tools import ToolResult
@@ -185,11 +185,8 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         config: RunnableConfig,
         **kwargs: Any,
     ) -> Any:
-        memory, session = self._scope(config)
-        question, message_id, text = self._question(input)
-        started = memory.begin_turn(session, question, message_id=message_id, full_text=text)
+        memory, session, started = perform(self._begin(input, config))
         if isinstance(started, Clarification):
-            memory.end_turn(session, answer=started.text)
             return self._clarification(started.text, chunk=False)
         config = _listening(config, memory, session, started, asynchronous=False)
         output = self.runnable.invoke(self._chain_input(input, started), config, **kwargs)
@@ -203,13 +200,8 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         config: RunnableConfig,
         **kwargs: Any,
     ) -> Any:
-        memory, session = self._scope(config)
-        question, message_id, text = self._question(input)
-        started = await memory.abegin_turn(
-            session, question, message_id=message_id, full_text=text
-        )
+        memory, session, started = await aperform(self._begin(input, config))
         if isinstance(started, Clarification):
-            await memory.aend_turn(session, answer=started.text)
             return self._clarification(started.text, chunk=False)
         config = _listening(config, memory, session, started, asynchronous=True)
         output = await self.runnable.ainvoke(self._chain_input(input, started), config, **kwargs)
@@ -224,11 +216,8 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         **kwargs: Any,
     ) -> Iterator[Any]:
         input = _single(list(inputs))
-        memory, session = self._scope(config)
-        question, message_id, text = self._question(input)
-        started = memory.begin_turn(session, question, message_id=message_id, full_text=text)
+        memory, session, started = perform(self._begin(input, config))
         if isinstance(started, Clarification):
-            memory.end_turn(session, answer=started.text)
             yield self._clarification(started.text, chunk=True)
             return
         final: Any = None
@@ -246,13 +235,8 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
         input = _single([item async for item in inputs])
-        memory, session = self._scope(config)
-        question, message_id, text = self._question(input)
-        started = await memory.abegin_turn(
-            session, question, message_id=message_id, full_text=text
-        )
+        memory, session, started = await aperform(self._begin(input, config))
         if isinstance(started, Clarification):
-            await memory.aend_turn(session, answer=started.text)
             yield self._clarification(started.text, chunk=True)
             return
         final: Any = None
@@ -262,6 +246,21 @@ class RunnableWithSessionMemory(Runnable[Any, Any]):
             final = chunk if final is None else _accumulate(final, chunk)
             yield chunk
         await memory.aend_turn(session, answer=self._answer(final))
+
+    def _begin(
+        self, input: Any, config: RunnableConfig
+    ) -> Flow[tuple[SessionMemory, str, TurnContext | Clarification]]:
+        """Begin the turn ``input`` asks; a clarification ends it at once (the chain is
+        not called: the caller returns the clarification instead)."""
+        memory, session = self._scope(config)
+        question, message_id, text = self._question(input)
+        started = yield from do(
+            call(memory.begin_turn, memory.abegin_turn, session, question,
+                 message_id=message_id, full_text=text)
+        )
+        if isinstance(started, Clarification):
+            yield from do(call(memory.end_turn, memory.aend_turn, session, answer=started.text))
+        return memory, session, started
 
     # ------------------------------------------------------------------ translation
 

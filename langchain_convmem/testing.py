@@ -34,9 +34,15 @@ from pydantic import Field
 
 
 class ScriptedChatModel(FakeMessagesListChatModel):
-    """Answers with ``responses`` in order, once each; records every prompt in ``received``."""
+    """Answers with ``responses`` in order, once each; records every prompt in ``received``.
+
+    ``cycle=True``: starts the script over when it runs out instead of refusing, for a
+    model that answers any number of prompts (``responses=[AIMessage("...")]``: always
+    the same answer).
+    """
 
     received: list[list[BaseMessage]] = Field(default_factory=list)
+    cycle: bool = False
 
     def _generate(
         self,
@@ -45,7 +51,7 @@ class ScriptedChatModel(FakeMessagesListChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if len(self.received) >= len(self.responses):
+        if not self.cycle and len(self.received) >= len(self.responses):
             raise AssertionError(
                 f"the scripted model called {len(self.received) + 1} times; its script has "
                 f"{len(self.responses)} responses"

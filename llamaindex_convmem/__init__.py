@@ -24,18 +24,15 @@ if TYPE_CHECKING:
     from llamaindex_convmem.tool_results import tool_result
     from llamaindex_convmem.tools import ConvMemTool, wrap_tools
 
-#: Where each public name lives.
-_HOME: dict[str, str] = {
-    "SESSION_BLOCK_TEMPLATE": "llamaindex_convmem.block",
-    "SessionStateBlock": "llamaindex_convmem.block",
-    "ConvMemChatStore": "llamaindex_convmem.chat_store",
-    "ConvMemDBChatStore": "llamaindex_convmem.chat_store",
-    "ConvMemChatEngine": "llamaindex_convmem.engine",
-    "ConvMemMemory": "llamaindex_convmem.memory",
-    "LLMResolver": "llamaindex_convmem.resolver",
-    "ConvMemTool": "llamaindex_convmem.tools",
-    "wrap_tools": "llamaindex_convmem.tools",
-    "tool_result": "llamaindex_convmem.tool_results",
+#: The public names each submodule defines.
+_HOMES = {
+    ".block": ("SESSION_BLOCK_TEMPLATE", "SessionStateBlock"),
+    ".chat_store": ("ConvMemChatStore", "ConvMemDBChatStore"),
+    ".engine": ("ConvMemChatEngine",),
+    ".memory": ("ConvMemMemory",),
+    ".resolver": ("LLMResolver",),
+    ".tool_results": ("tool_result",),
+    ".tools": ("ConvMemTool", "wrap_tools"),
 }
 
 __all__ = [
@@ -52,4 +49,4 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_names(__name__, _HOME, __all__)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

@@ -40,7 +40,7 @@ __all__ = ["get_dispatcher", "pickled_by_reference", "traced", "unpicklable"]
 C = TypeVar("C", bound=type)
 
 #: Methods that are configuration, not work: never spans.
-_UNTRACED = frozenset({"class_name", "to_dict", "from_dict", "from_defaults"})
+_UNTRACED = frozenset({"class_name", "custom_model_dump", "to_dict", "from_dict", "from_defaults"})
 
 
 def traced(cls: C) -> C:

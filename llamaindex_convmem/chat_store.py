@@ -49,6 +49,7 @@ from llama_index.core.bridge.pydantic import (
     SerializerFunctionWrapHandler,
     model_serializer,
 )
+from llama_index.core.schema import BaseComponent
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
 
@@ -127,13 +128,6 @@ def _configure(
     }
 
 
-def _dumped(data: dict[str, Any]) -> dict[str, Any]:
-    if data.get("view") == "record":
-        for name in _SESSION_FIELDS:
-            data.pop(name, None)
-    return data
-
-
 @traced
 class _ThreadPerKey(BaseModel):
     """What both stores share: the view's fields, built by ``_configure``, and the
@@ -166,6 +160,21 @@ class _ThreadPerKey(BaseModel):
             data.pop(name, None)  # recomputed from the store (password masked)
         super().__init__(**{**data, **fields})
         self._ops = ops
+
+    @model_serializer(mode="wrap")
+    def custom_model_dump(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """The fields (the session view's options only for that view), and the
+        ``class_name`` that every ``BaseComponent``'s dump carries (``ConvMemChatStore``;
+        this replaces ``BaseComponent.custom_model_dump``)."""
+        data: dict[str, Any] = handler(self)
+        if data.get("view") == "record":
+            for name in _SESSION_FIELDS:
+                data.pop(name, None)
+        if isinstance(self, BaseComponent):
+            data["class_name"] = self.class_name()
+        return data
 
     @property
     def transcript(self) -> TranscriptStore:
@@ -213,14 +222,6 @@ class ConvMemChatStore(_ThreadPerKey, BaseChatStore):
     @classmethod
     def class_name(cls) -> str:
         return "ConvMemChatStore"
-
-    @model_serializer(mode="wrap")
-    def custom_model_dump(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> dict[str, Any]:
-        data = _dumped(handler(self))
-        data["class_name"] = self.class_name()
-        return data
 
     def _run(self, flow: Flow[T]) -> T:
         return perform(flow)
@@ -305,12 +306,6 @@ class ConvMemDBChatStore(_ThreadPerKey, AsyncDBChatStore):
     @classmethod
     def class_name(cls) -> str:
         return "ConvMemDBChatStore"
-
-    @model_serializer(mode="wrap")
-    def _dump(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> dict[str, Any]:
-        return _dumped(handler(self))
 
     def to_dict(self) -> dict[str, Any]:
         """Configuration only (tenant, masked database URL, class name; the session view

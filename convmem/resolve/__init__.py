@@ -29,17 +29,13 @@ if TYPE_CHECKING:
     from convmem.resolve.rules import RuleResolver
     from convmem.resolve.structured import RESOLUTION_SCHEMA, StructuredResolver
 
-#: Where each public name lives (a submodule of this package).
-_HOME: dict[str, str] = {
-    "DETERMINERS": "references",
-    "RESOLUTION_SCHEMA": "structured",
-    "Resolution": "resolution",
-    "Resolver": "resolution",
-    "RuleResolver": "rules",
-    "StructuredResolver": "structured",
-    "TOPIC_FREE_WORDS": "cues",
-    "carry_focus": "resolution",
-    "label_text": "resolution",
+#: The public names each submodule defines.
+_HOMES = {
+    ".cues": ("TOPIC_FREE_WORDS",),
+    ".references": ("DETERMINERS",),
+    ".resolution": ("Resolution", "Resolver", "carry_focus", "label_text"),
+    ".rules": ("RuleResolver",),
+    ".structured": ("RESOLUTION_SCHEMA", "StructuredResolver"),
 }
 
 __all__ = [
@@ -55,6 +51,4 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_names(
-    __name__, {name: "." + home for name, home in _HOME.items()}, __all__
-)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

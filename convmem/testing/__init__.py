@@ -17,14 +17,13 @@ if TYPE_CHECKING:
     from convmem.testing.state_store_spec import SessionStateStoreSpec
     from convmem.testing.transcript_spec import TranscriptStoreSpec
 
-_HOME = {
-    "SessionStateStoreSpec": "state_store_spec",
-    "TranscriptStoreSpec": "transcript_spec",
+#: The public names each submodule defines.
+_HOMES = {
+    ".state_store_spec": ("SessionStateStoreSpec",),
+    ".transcript_spec": ("TranscriptStoreSpec",),
 }
 
 __all__ = ["SessionStateStoreSpec", "TranscriptStoreSpec"]
 
 
-__getattr__, __dir__ = lazy_names(
-    __name__, {name: "." + home for name, home in _HOME.items()}, __all__
-)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

@@ -47,15 +47,19 @@ if TYPE_CHECKING:
     )
     from convmem.transcript.store import TranscriptStore
 
-_HOME = {
-    "AttachmentNotFound": "errors",
-    "ImportLimits": "document",
-    "ImportRefused": "errors",
-    "RecordCorrupt": "errors",
-    "ThreadDeleted": "errors",
-    "ThreadExists": "errors",
-    "ThreadNotFound": "errors",
-    "TranscriptStore": "store",
+#: The public names each submodule other than ``records`` defines; every other name in
+#: ``__all__`` is a record.
+_HOMES = {
+    ".document": ("ImportLimits",),
+    ".errors": (
+        "AttachmentNotFound",
+        "ImportRefused",
+        "RecordCorrupt",
+        "ThreadDeleted",
+        "ThreadExists",
+        "ThreadNotFound",
+    ),
+    ".store": ("TranscriptStore",),
 }
 
 __all__ = [
@@ -90,5 +94,5 @@ __all__ = [
 
 
 __getattr__, __dir__ = lazy_names(
-    __name__, {name: "." + _HOME.get(name, "records") for name in __all__}, __all__
+    __name__, {**_HOMES, ".records": set(__all__).difference(*_HOMES.values())}, __all__
 )

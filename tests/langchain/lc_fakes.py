@@ -10,9 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 
 from convmem.tokens import count_message_tokens
 from langchain_convmem import LLMResolver
@@ -68,18 +66,9 @@ class PromptSpy(AgentMiddleware[AgentState[Any], Any, Any]):
         return await handler(request)
 
 
-class UnstructuredChatModel(ScriptedChatModel):
+def unstructured_model() -> ScriptedChatModel:
     """Answers every prompt with prose, never the structured answer (for the eval run)."""
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.received.append(list(messages))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage("It is about a customer."))])
+    return ScriptedChatModel(responses=[AIMessage("It is about a customer.")], cycle=True)
 
 
 #: Every resolver ``eval_resolver`` built (the eval test reads its counts).
@@ -88,6 +77,6 @@ EVAL_RESOLVERS: list[LLMResolver] = []
 
 def eval_resolver() -> LLMResolver:
     """``convmem eval --resolver lc_fakes:eval_resolver``: a LangChain ``LLMResolver``."""
-    resolver = LLMResolver(UnstructuredChatModel(responses=[AIMessage("")]))
+    resolver = LLMResolver(unstructured_model())
     EVAL_RESOLVERS.append(resolver)
     return resolver

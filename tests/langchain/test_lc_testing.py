@@ -25,6 +25,13 @@ def test_answers_in_order_records_prompts_and_refuses_to_cycle() -> None:
         model.invoke([HumanMessage("c")])  # FakeMessagesListChatModel would answer "one"
 
 
+def test_cycle_starts_the_script_over() -> None:
+    model = ScriptedChatModel(responses=[AIMessage("one"), AIMessage("two")], cycle=True)
+    answers = [model.invoke([HumanMessage(q)]).text for q in "abc"]
+    assert answers == ["one", "two", "one"]
+    assert len(model.received) == 3
+
+
 async def test_async_path() -> None:
     model = ScriptedChatModel(responses=[AIMessage("", tool_calls=[
         {"name": "lookup_customer", "args": {"name": "x"}, "id": "c1"}])])
