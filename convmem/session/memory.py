@@ -22,12 +22,12 @@ from convmem.policy import PolicyConfig
 from convmem.resolve import Resolver, RuleResolver
 from convmem.session.recording import RecordFlows, _OpenRecord
 from convmem.session.records import (
-    MAX_QUESTION_CHARS,
     Clarification,
     ModelCall,
     OnTranscriptError,
     SessionStats,
     TurnContext,
+    check_question,
 )
 from convmem.session.turns import _tool_input, block_for
 from convmem.state import SessionState
@@ -422,9 +422,4 @@ class SessionMemory(RecordFlows):
     def _check(self, thread_id: str, question: str | None = None) -> None:
         check_thread_id(thread_id)
         if question is not None:
-            if not isinstance(question, str):
-                raise ConfigError(f"question must be a string, got {type(question).__name__}")
-            if len(question) > MAX_QUESTION_CHARS:
-                raise ConfigError(
-                    f"question is {len(question)} characters; the limit is {MAX_QUESTION_CHARS}"
-                )
+            check_question(question)
