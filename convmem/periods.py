@@ -109,32 +109,38 @@ _POST = rf"(?:,?\s+(?:of\s+|in\s+|for\s+)?(?P<post>{_YEAR_REL}|{_YEAR}))"
 _UNIT = (rf"(?:q(?P<q>[1-4])|(?P<qord>first|second|third|fourth|1st|2nd|3rd|4th)\s+quarter"
          rf"|h(?P<h>[12])|(?P<hord>first|second|1st|2nd)\s+half|(?P<month>{_MONTH_NAME}))")
 
-_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+#: The period phrases, tried in this order (a span goes to the first that matches it):
+#: (pattern, kind), matched ignoring case but for the month abbreviations ("Mar", not "mar").
+_PHRASES: list[tuple[str, str]] = [
     # explicit ranges first: they contain dates, months and quarters
-    (re.compile(rf"\b(?:between\s+|from\s+)?(?P<a>{_DATE}){_TO}(?P<b>{_DATE})", re.I), "range"),
-    (re.compile(rf"\b(?:between\s+|from\s+)?(?P<m>{_MONTH_ANY})\s+(?P<d1>{_DAY}){_TO}(?:the\s+)?(?P<d2>{_DAY})"
-                rf"(?![\d:])(?:,?\s+(?P<y>{_YEAR}))?", re.I), "mdd"),
-    (re.compile(rf"\b(?:between\s+(?:the\s+)?|from\s+(?:the\s+)?)?(?P<d1>{_DAY}){_TO}(?:the\s+)?"
-                rf"(?P<d2>{_DAY})\s+(?:of\s+)?(?P<m>{_MONTH_ANY})(?:,?\s+(?P<y>{_YEAR}))?", re.I), "ddm"),
-    (re.compile(rf"\b(?:between|from)\s+(?P<m1>{_MONTH_NAME}){_TO}(?P<m2>{_MONTH_NAME})"
-                rf"(?:,?\s+(?P<y>{_YEAR}))?\b", re.I), "months"),
-    (re.compile(rf"\bweek\s+of\s+(?P<a>{_DATE})", re.I), "weekof"),
-    (re.compile(rf"\b(?P<rel>last|this|next)\s+(?P<what>q[1-4]|{_MONTH_NAME})\b", re.I), "relunit"),
-    (re.compile(rf"(?<![\w-])(?P<a>{_DATE})(?![\w-])", re.I), "date"),
-    (re.compile(rf"\b({_YEAR})[\s-]?q([1-4])\b", re.I), "yearquarter"),
-    (re.compile(rf"\b{_PRE}?{_UNIT}{_POST}?\b", re.I), "unit"),
-    (re.compile(rf"\b(?P<n>{_NUM})\s+(?P<u>day|week|month|quarter|year)s?\s+ago\b", re.I), "ago"),
-    (re.compile(r"\bthe\s+(?P<u>year|quarter|month|week)\s+before\s+last\b", re.I), "beforelast"),
-    (re.compile(r"\b(?:this|current|the current)\s+(year|quarter|month|week)"
-                r"(?:\s+(?:so\s+far|to\s+date))?\b", re.I), "this"),
-    (re.compile(r"\b(?:last|previous|prior|past)\s+(year|quarter|month|week)\b", re.I), "last"),
-    (re.compile(r"\bnext\s+(year|quarter|month|week)\b", re.I), "next"),
-    (re.compile(r"\b(?:year[\s-]to[\s-]date|ytd)\b", re.I), "ytd"),
-    (re.compile(rf"\b(?:last|past)\s+({_NUM})\s+(day|week|month)s?\b", re.I), "lastn"),
-    (re.compile(r"\b(?P<abbr>Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\b\.?(?:\s+(?P<y>"
-                rf"{_YEAR}))?"), "abbr"),
-    (re.compile(r"\b(?:today|yesterday|tomorrow)\b", re.I), "day"),
-    (re.compile(rf"(?<![\w-])({_YEAR})(?![\w-])"), "year"),
+    (rf"\b(?:between\s+|from\s+)?(?P<a>{_DATE}){_TO}(?P<b>{_DATE})", "range"),
+    (rf"\b(?:between\s+|from\s+)?(?P<m>{_MONTH_ANY})\s+(?P<d1>{_DAY}){_TO}(?:the\s+)?(?P<d2>{_DAY})"
+     rf"(?![\d:])(?:,?\s+(?P<y>{_YEAR}))?", "mdd"),
+    (rf"\b(?:between\s+(?:the\s+)?|from\s+(?:the\s+)?)?(?P<d1>{_DAY}){_TO}(?:the\s+)?"
+     rf"(?P<d2>{_DAY})\s+(?:of\s+)?(?P<m>{_MONTH_ANY})(?:,?\s+(?P<y>{_YEAR}))?", "ddm"),
+    (rf"\b(?:between|from)\s+(?P<m1>{_MONTH_NAME}){_TO}(?P<m2>{_MONTH_NAME})"
+     rf"(?:,?\s+(?P<y>{_YEAR}))?\b", "months"),
+    (rf"\bweek\s+of\s+(?P<a>{_DATE})", "weekof"),
+    (rf"\b(?P<rel>last|this|next)\s+(?P<what>q[1-4]|{_MONTH_NAME})\b", "relunit"),
+    (rf"(?<![\w-])(?P<a>{_DATE})(?![\w-])", "date"),
+    (rf"\b({_YEAR})[\s-]?q([1-4])\b", "yearquarter"),
+    (rf"\b{_PRE}?{_UNIT}{_POST}?\b", "unit"),
+    (rf"\b(?P<n>{_NUM})\s+(?P<u>day|week|month|quarter|year)s?\s+ago\b", "ago"),
+    (r"\bthe\s+(?P<u>year|quarter|month|week)\s+before\s+last\b", "beforelast"),
+    (r"\b(?:this|current|the current)\s+(year|quarter|month|week)"
+     r"(?:\s+(?:so\s+far|to\s+date))?\b", "this"),
+    (r"\b(?:last|previous|prior|past)\s+(year|quarter|month|week)\b", "last"),
+    (r"\bnext\s+(year|quarter|month|week)\b", "next"),
+    (r"\b(?:year[\s-]to[\s-]date|ytd)\b", "ytd"),
+    (rf"\b(?:last|past)\s+({_NUM})\s+(day|week|month)s?\b", "lastn"),
+    (r"\b(?P<abbr>(?-i:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec))\b\.?"
+     rf"(?:\s+(?P<y>{_YEAR}))?", "abbr"),
+    (r"\b(?:today|yesterday|tomorrow)\b", "day"),
+    (rf"(?<![\w-])({_YEAR})(?![\w-])", "year"),
+]
+
+_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(pattern, re.I), kind) for pattern, kind in _PHRASES
 ]
 
 

@@ -52,12 +52,18 @@ MAX_SALIENT = 2
 
 
 @dataclass(frozen=True, slots=True)
-class Focus:
-    """The entity the conversation is about, and how sure we are of it."""
+class _EntityRef:
+    """A catalog entity as the state keeps it: its type and id, and the label shown."""
 
     type: str
     id: str
     label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Focus(_EntityRef):
+    """The entity the conversation is about, and how sure we are of it."""
+
     source: FocusSource = "user"
 
 
@@ -74,12 +80,9 @@ SHOWN_ATTRS = 2
 
 
 @dataclass(frozen=True, slots=True)
-class Option:
+class Option(_EntityRef):
     """One answer to a clarifying question, with what tells it apart."""
 
-    type: str
-    id: str
-    label: str
     attrs: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:

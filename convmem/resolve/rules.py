@@ -20,6 +20,7 @@ question's. ``resolve`` runs it with the catalog's ``find``, ``aresolve`` with
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date
 
 from convmem.catalog import Mention
@@ -54,6 +55,20 @@ def _find(domain: Domain, text: str) -> Flow[list[Mention]]:
     return (yield from do(call(catalog.find, catalog.afind, text)))
 
 
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """What a rewrite works from: the question, the state and domain it is read
+    against, and what ``RuleResolver._flow`` found in it."""
+
+    question: str
+    state: SessionState
+    domain: Domain
+    today: date
+    cues: Cues
+    ellipsis: tuple[str, str] | None
+    cue_only: bool
+
+
 class RuleResolver:
     """The deterministic resolver: catalog lookups, phrase rules and a substituting rewrite."""
 
@@ -86,11 +101,11 @@ class RuleResolver:
         refers_back = bool(refs) or bool(resolved) or ellipsis is not None or cue_only
         in_effect = {k: v.value for k, v in state.filters.items() if k not in cues.clears}
         in_effect.update(cues.filters)
+        reading = _Reading(question, state, domain, today, cues, ellipsis, cue_only)
         if domain.types:
-            core = yield from self._typed_rewrite(question, state, domain, today, cues, ellipsis,
-                                                  cue_only, typed, salient_ref)
+            core = yield from self._typed_rewrite(reading, typed, salient_ref)
         else:
-            core = yield from self._rewrite(question, state, domain, today, cues, ellipsis, cue_only)
+            core = yield from self._rewrite(reading)
         return Resolution(
             question=question,
             rewritten=core + (_filter_note(in_effect, core) if ellipsis else ""),
@@ -106,88 +121,61 @@ class RuleResolver:
         )
 
     def _typed_rewrite(
-        self,
-        question: str,
-        state: SessionState,
-        domain: Domain,
-        today: date,
-        cues: Cues,
-        ellipsis: tuple[str, str] | None,
-        cue_only: bool,
-        refs: Sequence[Reference],
-        salient_ref: Focus | None,
+        self, reading: _Reading, refs: Sequence[Reference], salient_ref: Focus | None
     ) -> Flow[str]:
         """Spec §10's rewrite: every resolved reference substituted; a reference nothing
         declares stays as typed. An elliptical repeat is the previous question (§9)
         unless the question points at a salient entity, which that question was not about."""
+        state, cues = reading.state, reading.cues
         focus = salient_ref or state.focus
         text: str | None = None
-        if ellipsis is not None and state.last_rewrite and salient_ref is None:
-            text = yield from self._repeat(state.last_rewrite, question, state, domain, today, cues)
+        if reading.ellipsis is not None and state.last_rewrite and salient_ref is None:
+            text = yield from self._repeat(reading, state.last_rewrite)
         if text is None:
             named = {(e.type, e.id) for m in cues.mentions for e in m.candidates}
-            text = substitute_references(question, refs, named).strip()
-        return self._about(text, question, focus, cues, ellipsis, cue_only,
-                           any(r.target is not None for r in refs))
+            text = substitute_references(reading.question, refs, named).strip()
+        return self._about(reading, text, focus, any(r.target is not None for r in refs))
 
     def _about(
-        self,
-        text: str,
-        question: str,
-        focus: Focus | None,
-        cues: Cues,
-        ellipsis: tuple[str, str] | None,
-        cue_only: bool,
-        typed_refs: bool = False,
+        self, reading: _Reading, text: str, focus: Focus | None, typed_refs: bool = False
     ) -> str:
         """Name the focus when the question refers back to it without its label in the text."""
         if (
             focus is not None
-            and not cues.mentions
-            and (ellipsis is not None or cue_only or typed_refs or reference_tokens(question))
+            and not reading.cues.mentions
+            and (
+                reading.ellipsis is not None
+                or reading.cue_only
+                or typed_refs
+                or reference_tokens(reading.question)
+            )
             and label_text(focus.label).lower() not in text.lower()
         ):
             text = f"{text} (about {label_text(focus.label)})"
         return text
 
-    def _rewrite(
-        self,
-        question: str,
-        state: SessionState,
-        domain: Domain,
-        today: date,
-        cues: Cues,
-        ellipsis: tuple[str, str] | None,
-        cue_only: bool,
-    ) -> Flow[str]:
+    def _rewrite(self, reading: _Reading) -> Flow[str]:
+        state, cues = reading.state, reading.cues
         focus = state.focus
-        text = question.strip()
+        text = reading.question.strip()
         repeated = None
-        if ellipsis is not None and state.last_rewrite:
-            repeated = yield from self._repeat(state.last_rewrite, question, state, domain, today,
-                                               cues)
+        if reading.ellipsis is not None and state.last_rewrite:
+            repeated = yield from self._repeat(reading, state.last_rewrite)
         if repeated is not None:
             text = repeated
-        elif focus is not None and not cue_only:
+        elif focus is not None and not reading.cue_only:
             named_focus = any(focus.id in {e.id for e in m.candidates} for m in cues.mentions)
             if not named_focus:
                 text = _substitute_pronoun(text, focus.label, cues.cue_spans) or text
-        return self._about(text, question, focus, cues, ellipsis, cue_only)
+        return self._about(reading, text, focus)
 
-    def _repeat(
-        self,
-        previous: str,
-        question: str,
-        state: SessionState,
-        domain: Domain,
-        today: date,
-        cues: Cues,
-    ) -> Flow[str | None]:
+    def _repeat(self, reading: _Reading, previous: str) -> Flow[str | None]:
         """Spec §9 elliptical repeat: the previous question with X substituted."""
+        domain, cues = reading.domain, reading.cues
         if cues.mentions:
             new = cues.mentions[0]
             prev_mentions = yield from _find(domain, previous)
-            focus = state.focus
+            focus = reading.state.focus
             target = next(
                 (m for m in prev_mentions if focus is not None and focus.id in {e.id for e in m.candidates}),
                 None,
@@ -202,13 +190,13 @@ class RuleResolver:
         changed = list(cues.filters) + sorted(cues.clears)
         if not changed:
             return None
-        prev_cues = scan(previous, (yield from _find(domain, previous)), domain, today)
+        prev_cues = scan(previous, (yield from _find(domain, previous)), domain, reading.today)
         text = previous
         spans: list[tuple[int, int, str]] = []
         extra: list[str] = []
         for key in changed:
             new_spans = cues.filter_spans.get(key, [])
-            phrase = question[new_spans[-1][0]:new_spans[-1][1]] if new_spans else ""
+            phrase = reading.question[new_spans[-1][0]:new_spans[-1][1]] if new_spans else ""
             old = prev_cues.filter_spans.get(key)
             if old:
                 spans.append((old[-1][0], old[-1][1], phrase))

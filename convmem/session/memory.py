@@ -15,19 +15,19 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from convmem.domain import Domain
-from convmem.effects import aperform, perform
+from convmem.effects import Flow, aperform, perform
 from convmem.errors import ConfigError
 from convmem.identity import check_tenant, check_thread_id, clean_text
 from convmem.policy import PolicyConfig
 from convmem.resolve import Resolver, RuleResolver
 from convmem.session.recording import RecordFlows, _OpenRecord
 from convmem.session.records import (
-    MAX_QUESTION_CHARS,
     Clarification,
     ModelCall,
     OnTranscriptError,
     SessionStats,
     TurnContext,
+    check_question,
 )
 from convmem.session.turns import _tool_input, block_for
 from convmem.state import SessionState
@@ -232,11 +232,7 @@ class SessionMemory(RecordFlows):
         transcript the call and its result join the turn's commit point 2 (``call_id``
         links them; one is made up when the framework has none).
         """
-        self._check(thread_id)
-        name, arguments, outcome = _tool_input(name, args, result)
-        self._note_tool(thread_id, call_id, name, arguments, outcome)
-        flow = self._tool_flow(thread_id, name, arguments, outcome)
-        return perform(flow)
+        return perform(self._checked_tool_flow(thread_id, name, args, result, call_id))
 
     def end_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
         """Close the turn. The answer is never kept in the state (it pollutes, §seed);
@@ -293,10 +289,7 @@ class SessionMemory(RecordFlows):
     ) -> RedactionReceipt:
         """Redact a recorded message (``TranscriptStore.redact``) and take the question
         out of the live state: ``recent_questions``, ``last_rewrite``, the open turn."""
-        self._check(thread_id)
-        actor, reason, replacement = clean_text(actor), clean_text(reason), clean_text(replacement)
-        flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
-        return perform(flow)
+        return perform(self._checked_redact_flow(thread_id, message_id, actor, reason, replacement))
 
     # ------------------------------------------------------------------ public API (async)
 
@@ -358,11 +351,7 @@ class SessionMemory(RecordFlows):
         call_id: str | None = None,
     ) -> Clarification | None:
         """The async twin of ``record_tool``: the same flow; the state store awaited."""
-        self._check(thread_id)
-        name, arguments, outcome = _tool_input(name, args, result)
-        self._note_tool(thread_id, call_id, name, arguments, outcome)
-        flow = self._tool_flow(thread_id, name, arguments, outcome)
-        return await aperform(flow)
+        return await aperform(self._checked_tool_flow(thread_id, name, args, result, call_id))
 
     async def aend_turn(self, thread_id: str, *, answer: str | None = None) -> SessionState:
         """The async twin of ``end_turn``: the same flow; record and state store awaited."""
@@ -405,10 +394,33 @@ class SessionMemory(RecordFlows):
         replacement: str = "[redacted]",
     ) -> RedactionReceipt:
         """The async twin of ``redact``: the same flow; record and state store awaited."""
+        return await aperform(
+            self._checked_redact_flow(thread_id, message_id, actor, reason, replacement)
+        )
+
+    # ------------------------------------------------------------------ twins' arguments
+    # The flow a public method and its async twin both run, from their arguments checked
+    # and normalised once here, where that takes more than ``_check``.
+
+    def _checked_tool_flow(
+        self,
+        thread_id: str,
+        name: str,
+        args: Mapping[str, Any] | None,
+        result: Any,
+        call_id: str | None,
+    ) -> Flow[Clarification | None]:
+        self._check(thread_id)
+        name, arguments, outcome = _tool_input(name, args, result)
+        self._note_tool(thread_id, call_id, name, arguments, outcome)
+        return self._tool_flow(thread_id, name, arguments, outcome)
+
+    def _checked_redact_flow(
+        self, thread_id: str, message_id: str, actor: str, reason: str, replacement: str
+    ) -> Flow[RedactionReceipt]:
         self._check(thread_id)
         actor, reason, replacement = clean_text(actor), clean_text(reason), clean_text(replacement)
-        flow = self._redact_flow(thread_id, message_id, actor, reason, replacement)
-        return await aperform(flow)
+        return self._redact_flow(thread_id, message_id, actor, reason, replacement)
 
     # ------------------------------------------------------------------ helpers
 
@@ -422,9 +434,4 @@ class SessionMemory(RecordFlows):
     def _check(self, thread_id: str, question: str | None = None) -> None:
         check_thread_id(thread_id)
         if question is not None:
-            if not isinstance(question, str):
-                raise ConfigError(f"question must be a string, got {type(question).__name__}")
-            if len(question) > MAX_QUESTION_CHARS:
-                raise ConfigError(
-                    f"question is {len(question)} characters; the limit is {MAX_QUESTION_CHARS}"
-                )
+            check_question(question)

@@ -3,7 +3,9 @@
 ``TurnContext`` (the model is called) and ``Clarification`` (it is not) are what
 ``begin_turn`` returns; ``ModelCall`` is what an adapter says the model is about to
 receive, normalised and checked here once so the record keeps plain JSON;
-``SessionStats`` counts what the façade degraded. Plain frozen dataclasses, no I/O.
+``SessionStats`` counts what the façade degraded; ``check_question`` is the rule every
+question passes (a string of at most ``MAX_QUESTION_CHARS``). Plain frozen dataclasses,
+no I/O.
 """
 
 from __future__ import annotations
@@ -20,6 +22,18 @@ from convmem.state import Option, SessionState
 OnTranscriptError = Literal["raise", "degrade"]
 
 MAX_QUESTION_CHARS = 4000
+
+
+def check_question(question: object) -> str:
+    """``question`` when it is a string within ``MAX_QUESTION_CHARS``, else ``ConfigError``."""
+    if not isinstance(question, str):
+        raise ConfigError(f"question must be a string, got {type(question).__name__}")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise ConfigError(
+            f"question is {len(question)} characters; the limit is {MAX_QUESTION_CHARS}"
+        )
+    return question
+
 
 @dataclass(frozen=True)
 class TurnContext:

@@ -14,27 +14,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from convmem.errors import CorruptState, VersionConflict
-from convmem.state import (
-    MAX_STATE_BYTES,
-    SessionState,
-    decode_state,
-    encode_state,
-    stored_version,
-)
-from convmem.stores.base import (
-    StoreStats,
-    check_count,
-    check_expected_version,
-    check_prefix,
-    check_ttl,
-    state_key,
-    tenant_key_head,
-    thread_of_key,
-)
-from convmem.stores.degradation import Incidents
+from convmem.state import SessionState, decode_state, stored_version
+from convmem.stores.base import check_count, check_expected_version, tenant_key_head, thread_of_key
+from convmem.stores.core import StoreCore
 
 
-class InMemorySessionStateStore:
+class InMemorySessionStateStore(StoreCore):
     """Dict-backed ``SessionStateStore``; ``ttl`` seconds, refreshed by every save."""
 
     def __init__(
@@ -45,16 +30,10 @@ class InMemorySessionStateStore:
         strict: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.ttl = check_ttl(ttl)
-        self.prefix = check_prefix(prefix)
-        self.stats = StoreStats()
-        self._incidents = Incidents("in-memory session-state store", self.stats, strict=strict)
+        super().__init__("in-memory session-state store", ttl=ttl, prefix=prefix, strict=strict)
         self._clock = clock
         self._values: dict[str, tuple[bytes, float]] = {}
         self._lock = threading.Lock()
-
-    def _key(self, tenant: str, thread_id: str) -> str:
-        return state_key(tenant, thread_id, self.prefix)
 
     def _live(self, key: str) -> bytes | None:
         entry = self._values.get(key)
@@ -118,11 +97,8 @@ class InMemorySessionStateStore:
     ) -> int:
         key = self._key(tenant, thread_id)
         new_version = check_expected_version(expected_version) + 1
-        payload = encode_state(state.evolve(version=new_version))
-        if len(payload) > MAX_STATE_BYTES:
-            # It would not load back; keep the previous value (as the Redis stores do).
-            self._incidents.failed("save", key, CorruptState(
-                f"encoded state is {len(payload)} bytes, over the {MAX_STATE_BYTES} limit"))
+        payload = self._encoded(key, state.evolve(version=new_version))
+        if payload is None:
             return new_version
         with self._lock:
             raw = self._live(key)

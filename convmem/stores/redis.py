@@ -49,18 +49,9 @@ from redis.retry import Retry
 
 from convmem.effects import adrive, drive
 from convmem.errors import ConfigError, CorruptState, StateUnavailable, VersionConflict
-from convmem.state import MAX_STATE_BYTES, SessionState, decode_state, encode_state
-from convmem.stores.base import (
-    StoreStats,
-    check_count,
-    check_expected_version,
-    check_prefix,
-    check_ttl,
-    state_key,
-    tenant_key_head,
-    thread_of_key,
-)
-from convmem.stores.degradation import Incidents
+from convmem.state import SessionState, decode_state
+from convmem.stores.base import check_count, check_expected_version, tenant_key_head, thread_of_key
+from convmem.stores.core import StoreCore
 from convmem.stores.redis_wire import (
     CAS_SHA,
     DISCARD_SHA,
@@ -89,7 +80,7 @@ _CLIENT_FAILURES = (redis.exceptions.RedisError, redis.exceptions.RedisClusterEx
 #: How many of our own last writes a store remembers to skip decoding them on load.
 _RECENT_SIZE = 1024
 
-class _RedisStoreBase:
+class _RedisStoreBase(StoreCore):
     """Shared behaviour; subclasses say how to build their sync and async clients."""
 
     _name: ClassVar[str]
@@ -106,12 +97,9 @@ class _RedisStoreBase:
         strict: bool = False,
         socket_timeout: float = 0.25,
     ) -> None:
-        self.ttl = check_ttl(ttl)
-        self.prefix = check_prefix(prefix)
+        super().__init__(self._name, ttl=ttl, prefix=prefix, strict=strict)
         self.strict = strict
         self.socket_timeout = socket_timeout
-        self.stats = StoreStats()
-        self._incidents = Incidents(self._name, self.stats, strict=strict)
         self._url: str | None = None
         self._client: Any = None  # sync client
         self._aclient: Any = None  # async client
@@ -279,9 +267,6 @@ class _RedisStoreBase:
 
     # ----------------------------------------------------------------- operations (pure)
 
-    def _key(self, tenant: str, thread_id: str) -> str:
-        return state_key(tenant, thread_id, self.prefix)
-
     def _remember(self, key: str, payload: bytes, state: SessionState) -> None:
         """Keep what we just wrote, so the next turn's load can skip decoding it."""
         self._recent[key] = (payload, state)
@@ -313,11 +298,8 @@ class _RedisStoreBase:
     ) -> Steps[int]:
         new_version = expected_version + 1
         stamped = state.evolve(version=new_version)
-        payload = encode_state(stamped)
-        if len(payload) > MAX_STATE_BYTES:
-            # It would not load back; keep the previous value rather than write junk.
-            self._incidents.failed("save", key, CorruptState(
-                f"encoded state is {len(payload)} bytes, over the {MAX_STATE_BYTES} limit"))
+        payload = self._encoded(key, stamped)
+        if payload is None:
             return new_version
         ttl_ms = max(1, round(self.ttl * 1000))
         reply = int((yield script_command(CAS_SHA, key, expected_version, payload, ttl_ms)))
