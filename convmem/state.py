@@ -52,18 +52,12 @@ MAX_SALIENT = 2
 
 
 @dataclass(frozen=True, slots=True)
-class _EntityRef:
-    """A catalog entity as the state keeps it: its type and id, and the label shown."""
+class Focus:
+    """The entity the conversation is about, and how sure we are of it."""
 
     type: str
     id: str
     label: str
-
-
-@dataclass(frozen=True, slots=True)
-class Focus(_EntityRef):
-    """The entity the conversation is about, and how sure we are of it."""
-
     source: FocusSource = "user"
 
 
@@ -80,9 +74,12 @@ SHOWN_ATTRS = 2
 
 
 @dataclass(frozen=True, slots=True)
-class Option(_EntityRef):
+class Option:
     """One answer to a clarifying question, with what tells it apart."""
 
+    type: str
+    id: str
+    label: str
     attrs: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
