@@ -1,5 +1,6 @@
-"""``convmem state``: one thread's session state on a real Redis (server or cluster), shown and reset from a
-shell; an unreachable server or a bad URL is one line, never a traceback."""
+"""``convmem state``: one thread's session state on a real Redis (server or cluster),
+shown and reset from a shell; an unreachable server or a bad URL is one line, never a
+traceback."""
 
 from __future__ import annotations
 
