@@ -1,7 +1,18 @@
 """What both adapters' ``LLMResolver`` must do against the same hand-written OpenAI
 cassettes (``tests/*/cassettes/openai_structured_*.yaml``): each adapter's test module
 subclasses ``OpenAIResolverCassettes`` with a resolver built on its own real OpenAI
-client, and names the cassettes whose answer that client finds unusable."""
+client, and names the cassettes whose answer that client finds unusable.
+
+Every cassette under each ``cassettes/`` folder is HAND-WRITTEN from OpenAI's documented
+Chat Completions response object (and its documented refusal shape); none was recorded
+from the API and no real key exists here (the client gets a dummy one). They play in
+``record_mode="none"`` behind ``network_guard`` (``tests/offline_http.py``): a request
+the cassette does not hold raises, any connection off this machine raises, and a
+cassette whose interactions were not all played fails the test, so a fallback test
+cannot pass by missing its cassette. Requests match on method, URI and the body fields
+each cassette states: the model, the core's prompt, and ``response_format`` of type
+``json_schema``; each adapter's module says what its client sends there.
+"""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """``LLMResolver`` through ``langchain-openai``'s real ``ChatOpenAI``, offline.
 
-Every cassette under ``cassettes/`` is HAND-WRITTEN from OpenAI's documented Chat
-Completions response object (and its documented refusal shape); none was recorded
-from the API and no real key exists here (the client gets a dummy one). They play in
-``record_mode="none"`` behind ``network_guard`` (``tests/offline_http.py``): a request
-the cassette does not hold raises, any connection off this machine raises, and a
-cassette whose interactions were not all played fails the test, so a fallback test
-cannot pass by missing its cassette. Requests match on method, URI and the body
-fields each cassette states: the model, the core's prompt, and ``response_format``
-of type ``json_schema`` (what ``with_structured_output`` sends by default for
-``ChatOpenAI``; not tool calling).
+The cassettes under ``cassettes/`` are hand-written and play offline, as
+``tests/openai_cassette_checks.py`` describes. Their ``response_format`` is of type
+``json_schema`` (what ``with_structured_output`` sends by default for ``ChatOpenAI``;
+not tool calling).
 """
 
 from __future__ import annotations

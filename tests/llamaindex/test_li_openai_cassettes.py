@@ -1,16 +1,10 @@
 """``LLMResolver`` through ``llama-index-llms-openai``'s real ``OpenAI`` LLM, offline.
 
-Every cassette under ``cassettes/`` is HAND-WRITTEN from OpenAI's documented Chat
-Completions response object (and its documented refusal shape); none was recorded
-from the API and no real key exists here (the client gets a dummy one). They play in
-``record_mode="none"`` behind ``network_guard`` (``tests/offline_http.py``): a request
-the cassette does not hold raises, any connection off this machine raises, and a
-cassette whose interactions were not all played fails the test, so a fallback test
-cannot pass by missing its cassette. Requests match on method, URI and the body
-fields each cassette states: the model, the core's prompt, and ``response_format``
-of type ``json_schema`` with ``strict: true`` (what ``structured_predict`` sends for a
-model with Structured Outputs; not tool calling), whose schema keeps
-``additionalProperties: false`` and carries filters as an array, as strict mode needs.
+The cassettes under ``cassettes/`` are hand-written and play offline, as
+``tests/openai_cassette_checks.py`` describes. Their ``response_format`` is of type
+``json_schema`` with ``strict: true`` (what ``structured_predict`` sends for a model
+with Structured Outputs; not tool calling), whose schema keeps ``additionalProperties:
+false`` and carries filters as an array, as strict mode needs.
 """
 
 from __future__ import annotations
