@@ -4,6 +4,7 @@ commit point 1 only)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -83,6 +84,16 @@ def _model() -> ScriptedChatModel:
     ])
 
 
+def _script(model: ScriptedChatModel, firsts: list[int]) -> Iterator[dict[str, Any]]:
+    """The agent's input for each ``SCRIPT`` question, in turn. Just before a question the
+    model answers is handed out, appends to ``firsts`` where its first call will stand in
+    ``model.received``."""
+    for question, calls in SCRIPT:
+        if calls:
+            firsts.append(len(model.received))
+        yield {"messages": [HumanMessage(question)]}
+
+
 def _check_agent_record(found: Record, model: ScriptedChatModel, firsts: list[int]) -> None:
     recorded, path = found
     assert len(recorded) == 3 == len(firsts)
@@ -102,22 +113,18 @@ def _check_agent_record(found: Record, model: ScriptedChatModel, firsts: list[in
 def test_middleware_records_what_the_model_received(recorded: SessionMemory) -> None:
     model = _model()
     agent = _agent(model, recorded)
-    firsts = []
-    for question, calls in SCRIPT:
-        if calls:
-            firsts.append(len(model.received))
-        agent.invoke({"messages": [HumanMessage(question)]}, CFG)
+    firsts: list[int] = []
+    for turn in _script(model, firsts):
+        agent.invoke(turn, CFG)
     _check_agent_record(record(recorded, "t-1"), model, firsts)
 
 
 async def test_middleware_records_async(recorded: SessionMemory) -> None:
     model = _model()
     agent = _agent(model, recorded)
-    firsts = []
-    for question, calls in SCRIPT:
-        if calls:
-            firsts.append(len(model.received))
-        await agent.ainvoke({"messages": [HumanMessage(question)]}, CFG)
+    firsts: list[int] = []
+    for turn in _script(model, firsts):
+        await agent.ainvoke(turn, CFG)
     found = await arecord(recorded, "t-1")
     assert recorded.transcript is not None
     await recorded.transcript.async_engine.dispose()

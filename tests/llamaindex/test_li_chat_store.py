@@ -21,7 +21,8 @@ from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import ChatMemoryBuffer
 
 from convmem.errors import ConfigError
-from convmem.transcript import RetentionPolicy, TranscriptStore
+from convmem.testing.transcript_driver import FOREVER
+from convmem.transcript import TranscriptStore
 from llamaindex_convmem import ConvMemChatStore
 from tests.llamaindex.li_chat_store_api import StoreApi, store_api
 from tests.llamaindex.li_helpers import CountingLLM
@@ -293,8 +294,7 @@ async def test_chat_memory_buffer_async_turns(chat_store: ConvMemChatStore) -> N
 
 def test_class_name_and_serialization_hide_the_password(tmp_path: Any) -> None:
     store = TranscriptStore(
-        "postgresql://app:s3cr3t-pw@db.example:5432/chat?password=q-s3cr3t",
-        retention=RetentionPolicy(max_age=None, owner="tests"),
+        "postgresql://app:s3cr3t-pw@db.example:5432/chat?password=q-s3cr3t", retention=FOREVER
     )
     chat = ConvMemChatStore(store, tenant="acme")
     assert ConvMemChatStore.class_name() == "ConvMemChatStore"
@@ -314,9 +314,7 @@ def test_class_name_and_serialization_hide_the_password(tmp_path: Any) -> None:
 
 
 def test_bad_arguments_are_named(tmp_path: Any) -> None:
-    store = TranscriptStore(
-        f"sqlite:///{tmp_path / 'x.db'}", retention=RetentionPolicy(max_age=None, owner="t")
-    )
+    store = TranscriptStore(f"sqlite:///{tmp_path / 'x.db'}", retention=FOREVER)
     with pytest.raises(ConfigError, match="TranscriptStore"):
         ConvMemChatStore("sqlite:///x.db")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="tenant"):

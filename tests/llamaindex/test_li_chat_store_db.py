@@ -21,7 +21,8 @@ from llama_index.core.memory import Memory
 from llama_index.core.storage.chat_store.base_db import MessageStatus
 
 from convmem.errors import ConfigError
-from convmem.transcript import RetentionPolicy, TranscriptStore
+from convmem.testing.transcript_driver import FOREVER
+from convmem.transcript import TranscriptStore
 from llamaindex_convmem import ConvMemDBChatStore
 from tests.llamaindex.li_helpers import CountingLLM, bot, texts, user
 
@@ -303,7 +304,7 @@ def one_connection_pool(transcript: TranscriptStore) -> Iterator[TranscriptStore
     """The same database through a pool of one connection (callers must wait for it)."""
     small = TranscriptStore(
         transcript.engine.url,
-        retention=RetentionPolicy(max_age=None, owner="t"),
+        retention=FOREVER,
         pool_size=1,
         max_overflow=0,
     )
@@ -364,10 +365,7 @@ def test_memory_sync_turns(store: ConvMemDBChatStore) -> None:
 
 
 def test_class_name_and_dump_hide_the_password() -> None:
-    transcript = TranscriptStore(
-        "postgresql://app:s3cr3t-pw@db.example/chat",
-        retention=RetentionPolicy(max_age=None, owner="tests"),
-    )
+    transcript = TranscriptStore("postgresql://app:s3cr3t-pw@db.example/chat", retention=FOREVER)
     store = ConvMemDBChatStore(transcript, tenant="acme")
     assert ConvMemDBChatStore.class_name() == "ConvMemDBChatStore"
     dumped = store.to_dict()

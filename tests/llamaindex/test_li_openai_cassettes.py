@@ -1,21 +1,16 @@
 """``LLMResolver`` through ``llama-index-llms-openai``'s real ``OpenAI`` LLM, offline.
 
-Every cassette under ``cassettes/`` is HAND-WRITTEN from OpenAI's documented Chat
-Completions response object (and its documented refusal shape); none was recorded
-from the API and no real key exists here (the client gets a dummy one). They play in
-``record_mode="none"`` behind ``network_guard`` (``tests/offline_http.py``): a request
-the cassette does not hold raises, any connection off this machine raises, and a
-cassette whose interactions were not all played fails the test, so a fallback test
-cannot pass by missing its cassette. Requests match on method, URI and the body
-fields each cassette states: the model, the core's prompt, and ``response_format``
-of type ``json_schema`` with ``strict: true`` (what ``structured_predict`` sends for a
-model with Structured Outputs; not tool calling), whose schema keeps
-``additionalProperties: false`` and carries filters as an array, as strict mode needs.
+The cassettes under ``cassettes/`` are hand-written and play offline, as
+``tests/openai_cassette_checks.py`` describes. Their ``response_format`` is of type
+``json_schema`` with ``strict: true`` (what ``structured_predict`` sends for a model
+with Structured Outputs; not tool calling), whose schema keeps ``additionalProperties:
+false`` and carries filters as an array, as strict mode needs.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any, ClassVar
 
 import pytest
 from llama_index.llms.openai import OpenAI
@@ -26,13 +21,7 @@ from convmem.state import SessionState
 from llamaindex_convmem import LLMResolver
 from tests.llamaindex.test_li_resolver import ScriptedLLM
 from tests.offline_http import DUMMY_OPENAI_KEY, OPENAI_BASE_URL
-from tests.openai_cassette_checks import (
-    QUESTION,
-    TODAY,
-    check_async_session_uses_the_models_rewrite,
-    check_falls_back_to_the_rules,
-    check_structured_answer_is_used,
-)
+from tests.openai_cassette_checks import QUESTION, TODAY, OpenAIResolverCassettes
 
 
 def _llm() -> OpenAI:
@@ -40,35 +29,17 @@ def _llm() -> OpenAI:
                   max_retries=0)
 
 
-@pytest.mark.parametrize("cassette", ["openai_structured_good.yaml"], indirect=True)
-def test_structured_answer_is_used(cassette: Cassette, crm: Domain) -> None:
-    """Hand-written cassette: a 200 whose content is the JSON resolution."""
-    check_structured_answer_is_used(LLMResolver(_llm()), cassette, crm)
+class TestOpenAIResolver(OpenAIResolverCassettes):
+    """The shared cassette tests through ``OpenAI`` (``structured_predict``, and
+    ``astructured_predict`` on the async turns)."""
 
+    UNUSABLE: ClassVar[list[tuple[str, str]]] = [
+        ("openai_structured_truncated.yaml", "unparseable structured output"),  # cut mid-JSON
+        ("openai_structured_refusal.yaml", "input_value='None'"),  # content null, a refusal
+    ]
 
-@pytest.mark.parametrize(("cassette", "cause"), [
-    ("openai_structured_truncated.yaml", "unparseable structured output"),  # invalid JSON
-    ("openai_structured_refusal.yaml", "input_value='None'"),  # content null, a refusal
-], indirect=["cassette"])
-def test_invalid_json_or_refusal_falls_back_to_the_rules(
-    cassette: Cassette, cause: str, crm: Domain, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Hand-written cassettes: a reply cut off mid-JSON, and OpenAI's documented refusal."""
-    check_falls_back_to_the_rules(LLMResolver(_llm()), cassette, crm, cause, caplog)
-
-
-@pytest.fixture
-def async_llm() -> OpenAI:
-    # Built outside the event loop, as an application builds its clients at start-up.
-    return _llm()
-
-
-@pytest.mark.parametrize("cassette", ["openai_structured_two_turns.yaml"], indirect=True)
-async def test_async_session_uses_the_models_rewrite(
-    cassette: Cassette, crm: Domain, async_llm: OpenAI
-) -> None:
-    """Hand-written cassette, two turns through ``astructured_predict`` under blockbuster."""
-    await check_async_session_uses_the_models_rewrite(LLMResolver(async_llm), cassette, crm)
+    def resolver(self) -> Any:
+        return LLMResolver(_llm())
 
 
 @pytest.mark.parametrize("cassette", ["openai_structured_good.yaml"], indirect=True)

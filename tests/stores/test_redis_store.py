@@ -66,6 +66,24 @@ async def _close_all(stores: list[Any]) -> None:
         await asyncio.to_thread(store.close)
 
 
+AnyStore = TypeVar("AnyStore", RedisSessionStateStore, RedisClusterSessionStateStore)
+
+
+def _store_maker(
+    backend: type[AnyStore], url: str, key_prefix: str, stores: list[Any]
+) -> Callable[..., AnyStore]:
+    """The spec's ``make_store(ttl=, strict=, prefix=)``: a ``backend`` store on ``url``,
+    under ``key_prefix`` unless told, kept in ``stores`` for the fixture to close."""
+
+    def make(*, ttl: float = 3600, strict: bool = False, prefix: str | None = None) -> AnyStore:
+        store = backend(url, ttl=ttl, prefix=key_prefix if prefix is None else prefix,
+                        strict=strict, socket_timeout=SPEC_SOCKET_TIMEOUT)
+        stores.append(store)
+        return store
+
+    return make
+
+
 @pytest.mark.redis
 class TestRedisStore(_RawRedisHooks):
     backend_id = "redis"
@@ -74,16 +92,7 @@ class TestRedisStore(_RawRedisHooks):
     async def make_store(self, redis_url: str, key_prefix: str) -> AsyncIterator[Any]:
         self.raw = redis.Redis.from_url(redis_url)
         stores: list[RedisSessionStateStore] = []
-
-        def make(*, ttl: float = 3600, strict: bool = False, prefix: str | None = None
-                 ) -> RedisSessionStateStore:
-            store = RedisSessionStateStore(redis_url, ttl=ttl,
-                                           prefix=key_prefix if prefix is None else prefix,
-                                           strict=strict, socket_timeout=SPEC_SOCKET_TIMEOUT)
-            stores.append(store)
-            return store
-
-        yield make
+        yield _store_maker(RedisSessionStateStore, redis_url, key_prefix, stores)
         await _close_all(stores)
         await asyncio.to_thread(self.raw.close)
 
@@ -96,16 +105,7 @@ class TestRedisClusterStore(_RawRedisHooks):
     async def make_store(self, redis_cluster_url: str, key_prefix: str) -> AsyncIterator[Any]:
         self.raw = await asyncio.to_thread(RedisCluster.from_url, redis_cluster_url)
         stores: list[RedisClusterSessionStateStore] = []
-
-        def make(*, ttl: float = 3600, strict: bool = False, prefix: str | None = None
-                 ) -> RedisClusterSessionStateStore:
-            store = RedisClusterSessionStateStore(
-                redis_cluster_url, ttl=ttl, prefix=key_prefix if prefix is None else prefix,
-                strict=strict, socket_timeout=SPEC_SOCKET_TIMEOUT)
-            stores.append(store)
-            return store
-
-        yield make
+        yield _store_maker(RedisClusterSessionStateStore, redis_cluster_url, key_prefix, stores)
         await _close_all(stores)
         await asyncio.to_thread(self.raw.close)
 
@@ -594,34 +594,37 @@ async def test_refused_credentials_are_a_config_error_not_an_outage(
     assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
 
 
-@pytest.mark.redis
-@pytest.mark.parametrize("mode", MODES)
-async def test_database_beyond_the_servers_databases_is_a_config_error(
-    mode: str, throwaway_redis: RedisServer, closing: Closing
-) -> None:
-    # redis-server's default `databases` is 16: 0..15
-    store = closing(RedisSessionStateStore(f"redis://127.0.0.1:{throwaway_redis.port}/16"))
-    await _every_call_raises_config_error(store, mode, "database number")
+@pytest.fixture(
+    params=[
+        "database-beyond-the-servers",
+        pytest.param("not-redis", marks=pytest.mark.cluster),
+        pytest.param("not-redis-cluster", marks=pytest.mark.cluster),
+        "cluster-store-on-a-standalone-server",
+    ]
+)
+def misconfigured(request: pytest.FixtureRequest) -> tuple[type[Any], str, str]:
+    """A store class, a URL none of its calls can work on, and what its ConfigError says."""
+    if request.param == "database-beyond-the-servers":
+        # redis-server's default `databases` is 16: 0..15
+        port = request.getfixturevalue("throwaway_redis").port
+        return RedisSessionStateStore, f"redis://127.0.0.1:{port}/16", "database number"
+    if request.param == "cluster-store-on-a-standalone-server":
+        url = request.getfixturevalue("redis_url")
+        return RedisClusterSessionStateStore, url, "use RedisSessionStateStore"
+    # a server that does not speak Redis, to either store
+    backend = RedisSessionStateStore if request.param == "not-redis" else RedisClusterSessionStateStore
+    port = request.getfixturevalue("garbage_server")
+    return backend, f"redis://127.0.0.1:{port}/0", "does not speak the Redis protocol"
 
 
 @pytest.mark.redis
-@pytest.mark.cluster
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("backend", [RedisSessionStateStore, RedisClusterSessionStateStore])
-async def test_a_server_that_does_not_speak_redis_is_a_config_error(
-    mode: str, backend: type[Any], garbage_server: int, closing: Closing
+async def test_a_misconfigured_store_is_a_config_error(
+    mode: str, misconfigured: tuple[type[Any], str, str], closing: Closing
 ) -> None:
-    store = closing(backend(f"redis://127.0.0.1:{garbage_server}/0"))
-    await _every_call_raises_config_error(store, mode, "does not speak the Redis protocol")
-
-
-@pytest.mark.redis
-@pytest.mark.parametrize("mode", MODES)
-async def test_cluster_store_on_a_standalone_server_is_a_config_error(
-    mode: str, redis_url: str, closing: Closing
-) -> None:
-    store = closing(RedisClusterSessionStateStore(redis_url))
-    await _every_call_raises_config_error(store, mode, "use RedisSessionStateStore")
+    backend, url, match = misconfigured
+    store = closing(backend(url))
+    await _every_call_raises_config_error(store, mode, match)
 
 
 @pytest.mark.redis

@@ -1,5 +1,6 @@
-"""``convmem state``: one thread's session state on a real Redis, shown and reset from a
-shell; an unreachable server or a bad URL is one line, never a traceback."""
+"""``convmem state``: one thread's session state on a real Redis (server or cluster),
+shown and reset from a shell; an unreachable server or a bad URL is one line, never a
+traceback."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import pytest
 
 from convmem import SessionMemory, load_domain
 from convmem.cli import main
-from convmem.stores import RedisSessionStateStore, SessionStateStore
+from convmem.stores import (
+    RedisClusterSessionStateStore,
+    RedisSessionStateStore,
+    SessionStateStore,
+)
 from convmem.testing.servers import free_port
 
 
@@ -21,16 +26,29 @@ def _one_turn(store: SessionStateStore, tenant: str, thread_id: str, question: s
     memory.end_turn(thread_id)
 
 
-@pytest.mark.redis
-def test_show_and_reset_a_thread_on_redis(
-    redis_url: str, key_prefix: str, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "backend",
+    [pytest.param("redis", marks=pytest.mark.redis),
+     pytest.param("cluster", marks=pytest.mark.cluster)],
+)
+def test_show_and_reset_a_thread(
+    backend: str, key_prefix: str, capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
 ) -> None:
-    store = RedisSessionStateStore(redis_url, prefix=key_prefix)
+    store: RedisSessionStateStore | RedisClusterSessionStateStore
+    if backend == "redis":
+        url = str(request.getfixturevalue("redis_url"))
+        store = RedisSessionStateStore(url, prefix=key_prefix)
+        connect = ["--redis", url, "--prefix", key_prefix]
+    else:
+        url = str(request.getfixturevalue("redis_cluster_url"))
+        store = RedisClusterSessionStateStore(url, prefix=key_prefix)
+        connect = ["--cluster", "--redis", url, "--prefix", key_prefix]
     _one_turn(store, "acme:eu", "thread 42", "How is Brightwater Farms doing last quarter?")
     saved = store.load("acme:eu", "thread 42")
     assert saved is not None
     v = saved.version
-    base = ["state", "--redis", redis_url, "--prefix", key_prefix, "--tenant", "acme:eu"]
+    base = ["state", *connect, "--tenant", "acme:eu"]
 
     assert main([*base, "show", "thread 42"]) == 0
     out = capsys.readouterr().out
@@ -41,8 +59,8 @@ def test_show_and_reset_a_thread_on_redis(
     doc = json.loads(capsys.readouterr().out)
     assert doc["version"] == v and doc["focus"]["label"] == "Brightwater Farms"
 
-    assert main(["state", "--redis", redis_url, "--prefix", key_prefix, "--tenant", "acme",
-                 "show", "thread 42"]) == 1  # another tenant's thread is simply not there
+    # another tenant's thread is simply not there
+    assert main(["state", *connect, "--tenant", "acme", "show", "thread 42"]) == 1
     assert "no session state for tenant 'acme'" in capsys.readouterr().out
 
     assert main([*base, "reset", "thread 42"]) == 0
@@ -82,20 +100,3 @@ def test_bad_state_arguments_are_one_line(
     monkeypatch.delenv("CONVMEM_TENANT", raising=False)
     assert main(argv) == code
     assert message in capsys.readouterr().err
-
-
-@pytest.mark.cluster
-def test_show_and_reset_on_a_cluster(
-    redis_cluster_url: str, key_prefix: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from convmem.stores import RedisClusterSessionStateStore
-
-    store = RedisClusterSessionStateStore(redis_cluster_url, prefix=key_prefix)
-    _one_turn(store, "acme", "t-1", "Pull up Northline Logistics, briefly.")
-    base = ["state", "--cluster", "--redis", redis_cluster_url, "--prefix", key_prefix,
-            "--tenant", "acme"]
-    assert main([*base, "show", "t-1"]) == 0
-    assert "Northline Logistics" in capsys.readouterr().out
-    assert main([*base, "reset", "t-1"]) == 0
-    assert store.load("acme", "t-1") is None
-    store.close()

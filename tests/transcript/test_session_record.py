@@ -141,6 +141,29 @@ def make(crm: Domain, tenant: str, mode: str) -> Iterator[Any]:
         made[0].close()
 
 
+@pytest.fixture
+def t(make: Any, transcript: TranscriptStore) -> Turns:
+    """``make(transcript)``: turns recorded into the ``transcript`` (the test's first)."""
+    return make(transcript)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def devices(
+    make: Any, transcript_url: str, migrated_store: Callable[[str], TranscriptStore]
+) -> tuple[Turns, Turns]:
+    """Two devices of one user: one session-state store, a transcript store each (on the
+    same database)."""
+    shared = InMemorySessionStateStore()
+    return make(migrated_store(transcript_url), shared), make(migrated_store(transcript_url), shared)
+
+
+def _clarified(t: Turns) -> Clarification:
+    """Ask ``"th"`` a question the CRM domain answers with a clarification (no model call)."""
+    clar = t.begin_turn("th", "Briefly, how is Harbor doing?", today=TODAY, model_call=CALL)
+    assert isinstance(clar, Clarification)
+    return clar
+
+
 def _rows(store: TranscriptStore, tenant: str) -> dict[str, int]:
     with store.engine.connect() as conn:
         return {
@@ -152,7 +175,7 @@ def _rows(store: TranscriptStore, tenant: str) -> dict[str, int]:
 
 def _dump(store: TranscriptStore, tenant: str) -> str:
     """Every row of the tenant, as text."""
-    out = []
+    out: list[str] = []
     with store.engine.connect() as conn:
         for t in CONTENT_TABLES:
             rows = conn.execute(sa.text(f'SELECT * FROM "{t}" WHERE tenant = :t'), {"t": tenant})
@@ -163,8 +186,7 @@ def _dump(store: TranscriptStore, tenant: str) -> str:
 # --------------------------------------------------------------------------- commit points
 
 
-def test_two_commit_points_per_turn(make: Any, transcript: TranscriptStore, tenant: str) -> None:
-    t = make(transcript)
+def test_two_commit_points_per_turn(t: Turns, tenant: str) -> None:
     started = t.begin_turn("th", "Pull up Brightwater Farms.", message_id="m1", today=TODAY)
     assert isinstance(started, TurnContext)
     tid = t.transcript_thread_id("th")
@@ -221,11 +243,9 @@ def test_two_commit_points_per_turn(make: Any, transcript: TranscriptStore, tena
 
 
 def test_clarification_records_question_and_answer_without_model_input(
-    make: Any, transcript: TranscriptStore, tenant: str
+    t: Turns, transcript: TranscriptStore, tenant: str
 ) -> None:
-    t = make(transcript)
-    clar = t.begin_turn("th", "Briefly, how is Harbor doing?", today=TODAY, model_call=CALL)
-    assert isinstance(clar, Clarification)
+    clar = _clarified(t)
     tid = t.transcript_thread_id("th")
     assert t.store("active_path", tenant, tid) == []  # the model is not called: no commit 1
     t.end_turn("th", answer=clar.text)
@@ -237,9 +257,8 @@ def test_clarification_records_question_and_answer_without_model_input(
 
 
 def test_failed_model_call_leaves_commit_point_one(
-    make: Any, transcript: TranscriptStore, tenant: str
+    t: Turns, transcript: TranscriptStore, tenant: str
 ) -> None:
-    t = make(transcript)
     t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
     # The model raised: no end_turn. The next message starts a new turn.
     t.begin_turn("th", "Pull up Brightwater Farms, please.", today=TODAY, model_call=CALL)
@@ -252,10 +271,7 @@ def test_failed_model_call_leaves_commit_point_one(
     assert first.completed_at is None and first.answer_message_id is None
 
 
-def test_full_text_is_recorded_when_the_question_is_cut(
-    make: Any, transcript: TranscriptStore, tenant: str
-) -> None:
-    t = make(transcript)
+def test_full_text_is_recorded_when_the_question_is_cut(t: Turns, tenant: str) -> None:
     long = "Pull up Brightwater Farms. " + "x" * 5000
     t.begin_turn("th", long[:4000], today=TODAY, full_text=long, model_call=CALL)
     t.end_turn("th", answer="ok")
@@ -326,9 +342,8 @@ def _two_turns(t: Turns) -> None:
 
 
 def test_delete_thread_leaves_no_row_and_no_state_key(
-    make: Any, transcript: TranscriptStore, tenant: str
+    t: Turns, transcript: TranscriptStore, tenant: str
 ) -> None:
-    t = make(transcript)
     _two_turns(t)
     assert _rows(transcript, tenant)["convmem_messages"] == 6
     receipt = t.delete_thread("th")
@@ -361,11 +376,9 @@ def test_delete_thread_with_redis_state(
 
 
 def test_delete_through_one_device_then_the_other_goes_on(
-    make: Any, transcript_url: str, tenant: str, migrated_store: Callable[[str], TranscriptStore]
+    devices: tuple[Turns, Turns], tenant: str
 ) -> None:
-    shared = InMemorySessionStateStore()
-    a = make(migrated_store(transcript_url), shared)
-    b = make(migrated_store(transcript_url), shared)
+    a, b = devices
     _two_turns(a)
     b.transcript_thread_id("th")  # b caches the thread id
     a.delete_thread("th")
@@ -377,9 +390,8 @@ def test_delete_through_one_device_then_the_other_goes_on(
 
 
 def test_redaction_reaches_the_live_state(
-    make: Any, transcript: TranscriptStore, tenant: str
+    t: Turns, transcript: TranscriptStore, tenant: str
 ) -> None:
-    t = make(transcript)
     _two_turns(t)
     state = t.get_state("th")
     assert state is not None and "What did they order last quarter?" in state.recent_questions
@@ -403,10 +415,7 @@ def test_redaction_reaches_the_live_state(
     assert "order last quarter" not in rows and "[redacted]" in rows
 
 
-def test_redaction_during_a_turn_drops_the_open_turn(
-    make: Any, transcript: TranscriptStore, tenant: str
-) -> None:
-    t = make(transcript)
+def test_redaction_during_a_turn_drops_the_open_turn(t: Turns, tenant: str) -> None:
     t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
     tid = t.transcript_thread_id("th")
     (question,) = t.store("active_path", tenant, tid)
@@ -419,11 +428,9 @@ def test_redaction_during_a_turn_drops_the_open_turn(
 
 
 def test_two_devices_append_to_one_ordered_thread(
-    make: Any, transcript_url: str, tenant: str, migrated_store: Callable[[str], TranscriptStore]
+    devices: tuple[Turns, Turns], tenant: str
 ) -> None:
-    shared = InMemorySessionStateStore()
-    phone = make(migrated_store(transcript_url), shared)
-    laptop = make(migrated_store(transcript_url), shared)
+    phone, laptop = devices
     script = [
         (phone, "Pull up Brightwater Farms.", "Found it."),
         (laptop, "Who's their rep?", "Dana Whitfield."),
@@ -465,9 +472,8 @@ def _asked_after_first_turn(make: Any, question: str) -> Any:
 
 
 def test_edit_turn_is_a_sibling_turn_with_its_own_model_input(
-    make: Any, transcript: TranscriptStore, tenant: str
+    t: Turns, make: Any, transcript: TranscriptStore, tenant: str
 ) -> None:
-    t = make(transcript)
     t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
     t.record_tool("th", "lookup_customer", {"name": "Brightwater Farms"}, LOOKUP, call_id="c1")
     t.end_turn("th", answer="Found it.")
@@ -514,12 +520,8 @@ def test_edit_turn_is_a_sibling_turn_with_its_own_model_input(
     assert started.block == fresh_started.block
 
 
-def test_edit_turn_model_input_later_and_clarified_original(
-    make: Any, transcript: TranscriptStore, tenant: str
-) -> None:
-    t = make(transcript)
-    clar = t.begin_turn("th", "Briefly, how is Harbor doing?", today=TODAY, model_call=CALL)
-    assert isinstance(clar, Clarification)
+def test_edit_turn_model_input_later_and_clarified_original(t: Turns, tenant: str) -> None:
+    clar = _clarified(t)
     t.end_turn("th", answer=clar.text)
     tid = t.transcript_thread_id("th")
     original, asked = t.store("active_path", tenant, tid)
@@ -544,10 +546,7 @@ def test_edit_turn_model_input_later_and_clarified_original(
     assert state.focus is not None and state.focus.label == "Brightwater Farms"
 
 
-def test_edit_turn_clarified_edit_goes_beside_the_original(
-    make: Any, transcript: TranscriptStore, tenant: str
-) -> None:
-    t = make(transcript)
+def test_edit_turn_clarified_edit_goes_beside_the_original(t: Turns, tenant: str) -> None:
     _two_turns(t)
     tid = t.transcript_thread_id("th")
     original = t.store("active_path", tenant, tid)[-2]
@@ -580,9 +579,8 @@ def test_edit_turn_needs_a_transcript_and_a_recorded_question(
 
 
 def test_regenerated_answer_carries_the_turn(
-    make: Any, transcript: TranscriptStore, tenant: str
+    t: Turns, transcript: TranscriptStore, tenant: str
 ) -> None:
-    t = make(transcript)
     _two_turns(t)
     tid = t.transcript_thread_id("th")
     before = t.get_state("th")

@@ -12,20 +12,16 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from convmem.testing import TranscriptStoreSpec
 from convmem.testing.servers import libpq_url
-from convmem.testing.transcript_driver import FOREVER, rich_thread
+from convmem.testing.transcript_driver import FOREVER
 from convmem.transcript import NewMessage, TranscriptStore, ops
+from tests.transcript.sql_backends import SQLTranscriptSpec, assert_export_imports_byte_identical
 
 pytestmark = pytest.mark.postgres
 
 
-class TestPostgresTranscript(TranscriptStoreSpec):
+class TestPostgresTranscript(SQLTranscriptSpec):
     backend_id = "postgres"
-
-    @pytest.fixture
-    def transcript_url(self, postgres_url: str) -> str:
-        return postgres_url
 
     def residue(self, store: TranscriptStore) -> bytes:
         """Rows, plus ``pg_dump --data-only`` of the database."""
@@ -67,19 +63,7 @@ def pg_dump_data(store: TranscriptStore) -> bytes:
 def test_sqlite_export_imports_into_postgres_byte_identical(
     sqlite_url: str, postgres_url: str
 ) -> None:
-    lite = TranscriptStore(sqlite_url, retention=FOREVER)
-    pg = TranscriptStore(postgres_url, retention=FOREVER)
-    lite.migrate()
-    pg.migrate()
-    try:
-        tid = rich_thread(lite, "roundtrip")
-        first = lite.export_thread("roundtrip", tid)
-        pg.import_thread("roundtrip-pg", first)
-        assert pg.export_thread("roundtrip-pg", tid) == first
-        pg.delete_thread("roundtrip-pg", tid)
-    finally:
-        lite.engine.dispose()
-        pg.engine.dispose()
+    assert_export_imports_byte_identical(sqlite_url, postgres_url, "roundtrip", "roundtrip-pg")
 
 
 def test_append_to_the_active_leaf_is_one_statement_in_autocommit(postgres_url: str) -> None:

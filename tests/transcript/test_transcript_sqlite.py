@@ -8,19 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from convmem.testing import TranscriptStoreSpec
-from convmem.testing.transcript_driver import FOREVER, rich_thread
 from convmem.transcript import TranscriptStore
+from tests.transcript.sql_backends import SQLTranscriptSpec, assert_export_imports_byte_identical
 
 pytestmark = pytest.mark.sqlite
 
 
-class TestSQLiteTranscript(TranscriptStoreSpec):
+class TestSQLiteTranscript(SQLTranscriptSpec):
     backend_id = "sqlite"
-
-    @pytest.fixture
-    def transcript_url(self, sqlite_url: str) -> str:
-        return sqlite_url
 
     def residue(self, store: TranscriptStore) -> bytes:
         """Rows, the raw database and WAL files (freed pages included), and ``.dump``."""
@@ -45,15 +40,6 @@ def sqlite_dump(db: Path) -> bytes:
 
 
 def test_export_imports_into_a_fresh_sqlite_file_byte_identical(tmp_path: Path) -> None:
-    a = TranscriptStore(f"sqlite:///{tmp_path / 'a.db'}", retention=FOREVER)
-    b = TranscriptStore(f"sqlite:///{tmp_path / 'b.db'}", retention=FOREVER)
-    a.migrate()
-    b.migrate()
-    try:
-        tid = rich_thread(a, "demo")
-        first = a.export_thread("demo", tid)
-        b.import_thread("demo", first)
-        assert b.export_thread("demo", tid) == first
-    finally:
-        a.engine.dispose()
-        b.engine.dispose()
+    assert_export_imports_byte_identical(
+        f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}", "demo", "demo"
+    )
