@@ -29,6 +29,7 @@ from convmem.transcript.ops.base import (
     edge,
     search_body,
     sha256_of,
+    tenant_join,
     to_message,
 )
 from convmem.transcript.records import (
@@ -142,11 +143,7 @@ def _path_statement(from_active_leaf: bool) -> sa.Select[Any]:
             sa.literal(1, sa.Integer).label("depth"),
             *[m.c[c] for c in MSG_COLS],
         )
-        .select_from(
-            t.outerjoin(
-                m, sa.and_(m.c.tenant == t.c.tenant, m.c.thread_id == t.c.id, m.c.id == start)
-            )
-        )
+        .select_from(tenant_join(t, m, m.c.thread_id == t.c.id, m.c.id == start, outer=True))
         .where(*_THREAD_WHERE)
     )
     path = anchor.cte("convmem_path", recursive=True)
@@ -157,13 +154,8 @@ def _path_statement(from_active_leaf: bool) -> sa.Select[Any]:
             *[step.c[c] for c in MSG_COLS],
         )
         .select_from(
-            step.join(
-                path,
-                sa.and_(
-                    step.c.tenant == path.c.tenant,
-                    step.c.thread_id == path.c.thread_id,
-                    step.c.id == path.c.parent_id,
-                ),
+            tenant_join(
+                step, path, step.c.thread_id == path.c.thread_id, step.c.id == path.c.parent_id
             )
         )
         .where(path.c.depth < path.c.path_limit)

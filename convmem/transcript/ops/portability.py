@@ -69,7 +69,16 @@ from convmem.transcript.models import (
     THREADS,
     TURNS,
 )
-from convmem.transcript.ops.base import Ctx, Op, Rewind, Write, edge, to_thread
+from convmem.transcript.ops.base import (
+    SYSTEM_PROMPT,
+    TURNS_WITH_PROMPT,
+    Ctx,
+    Op,
+    Rewind,
+    Write,
+    edge,
+    to_thread,
+)
 from convmem.transcript.ops.import_checks import (
     CHUNK,
     PAGE,
@@ -219,14 +228,8 @@ def _timed_section(
     cols: list[Any] = [table]
     source: Any = table
     if table is TURNS:
-        cols.append(TEMPLATES.c.text.label("system_prompt"))
-        source = TURNS.outerjoin(
-            TEMPLATES,
-            sa.and_(
-                TEMPLATES.c.tenant == TURNS.c.tenant,
-                TEMPLATES.c.sha256 == TURNS.c.template_sha256,
-            ),
-        )
+        cols.append(SYSTEM_PROMPT)
+        source = TURNS_WITH_PROMPT
     cursor: tuple[Any, str] | None = None
     first = True
     while True:
