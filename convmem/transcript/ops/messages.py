@@ -453,33 +453,6 @@ def pg_chain_params(
     }
 
 
-def _pg_insert_chain(
-    tenant: str,
-    thread_id: str,
-    parent_id: str | ActiveLeaf | None,
-    rows: Sequence[JSONDict],
-    now: datetime,
-    *,
-    move_leaf: bool,
-    turn_id: str | None,
-    alone: bool,
-    incarnation: str | None,
-) -> Op[tuple[int, str | None]]:
-    """Run ``_PG_INSERT_CHAIN`` (as an ``Alone`` step if ``alone``).
-
-    Returns (first seq, parent of the first message).
-    """
-    params = pg_chain_params(
-        tenant, thread_id, parent_id, rows, now,
-        move_leaf=move_leaf, turn_id=turn_id, incarnation=incarnation,
-    )
-    res = yield (Alone(_PG_INSERT_CHAIN, params) if alone else (_PG_INSERT_CHAIN, params))
-    row = res.first()
-    if row is None:
-        raise missing_thread(tenant, thread_id, incarnation)
-    return int(row[0]), row[1]
-
-
 def number_chain(rows: Sequence[JSONDict], first_seq: int, parent: str | None) -> list[Message]:
     """The chain's rows numbered from ``first_seq`` under ``parent``, as records."""
     rows[0]["parent_id"] = parent
@@ -516,17 +489,16 @@ def insert_chain(
     rows, blobs = chain_rows(tenant, thread_id, messages, now, turn_id, copy_of)
     refs = attachment_refs(r["parts"] for r in rows)
     if ctx.dialect == "postgresql":
-        first_seq, parent = yield from _pg_insert_chain(
-            tenant,
-            thread_id,
-            parent_id,
-            rows,
-            now,
-            move_leaf=move_leaf,
-            turn_id=turn_id,
-            alone=whole_op and not refs,
-            incarnation=incarnation,
+        params = pg_chain_params(
+            tenant, thread_id, parent_id, rows, now,
+            move_leaf=move_leaf, turn_id=turn_id, incarnation=incarnation,
         )
+        alone = whole_op and not refs
+        res = yield (Alone(_PG_INSERT_CHAIN, params) if alone else (_PG_INSERT_CHAIN, params))
+        row = res.first()
+        if row is None:
+            raise missing_thread(tenant, thread_id, incarnation)
+        first_seq, parent = int(row[0]), row[1]  # the first message's seq and parent
     else:
         # SQLite: the write transaction (BEGIN IMMEDIATE) is the lock; statements are cheap.
         if isinstance(parent_id, ActiveLeaf) or incarnation is not None:
