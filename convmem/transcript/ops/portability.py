@@ -361,14 +361,7 @@ def _write_batch(
         in_doc: set[str] = set()
         if m.on:
             copies = sorted({r.copy_of for r in recs if r.copy_of is not None})
-            if copies:
-                res = yield (
-                    sa.text(f"SELECT id FROM {staged('msg')} WHERE id IN :ids").bindparams(
-                        sa.bindparam("ids", expanding=True)
-                    ),
-                    {"ids": copies},
-                )
-                in_doc = {r[0] for r in res.all()}
+            in_doc = yield from _in_document("messages", copies)
         rows = [
             record_row(r, m) | {
                 "thread_id": thread_id,
@@ -411,21 +404,29 @@ def _write_batch(
 def _map_affected(m: _Ids, affected: dict[str, Any]) -> Op[dict[str, Any]]:
     """A redaction log's ids, mapped where they are the document's own."""
     out: dict[str, Any] = {}
-    for key, section, table, extra in (
-        ("messages", "messages", staged("msg"), ""),
-        ("turns", "model_inputs", staged("ids"), " AND section = 'model_inputs'"),
-        ("derived", "derived", staged("ids"), " AND section = 'derived'"),
-    ):
+    for key, section in (("messages", "messages"), ("turns", "model_inputs"), ("derived", "derived")):
         olds = list(affected.get(key, []))
-        known: set[str] = set()
-        if olds:
-            res = yield (
-                sa.text(f"SELECT id FROM {table} WHERE id IN :ids{extra}").bindparams(
-                    sa.bindparam("ids", expanding=True)
-                ),
-                {"ids": olds},
-            )
-            known = {r[0] for r in res.all()}
+        known = yield from _in_document(section, olds)
         out[key] = [m(section, o) if o in known else o for o in olds]
     return out
+
+
+_STAGED_MESSAGE_IDS = sa.text(f"SELECT id FROM {staged('msg')} WHERE id IN :ids").bindparams(
+    sa.bindparam("ids", expanding=True)
+)
+_STAGED_IDS = sa.text(
+    f"SELECT id FROM {staged('ids')} WHERE id IN :ids AND section = :section"
+).bindparams(sa.bindparam("ids", expanding=True))
+
+
+def _in_document(section: str, ids: list[str]) -> Op[set[str]]:
+    """Which of ``ids`` of ``section`` the document itself brought (staged in pass 1);
+    no query for no ids."""
+    if not ids:
+        return set()
+    if section == "messages":
+        res = yield (_STAGED_MESSAGE_IDS, {"ids": ids})
+    else:
+        res = yield (_STAGED_IDS, {"ids": ids, "section": section})
+    return {r[0] for r in res.all()}
 
