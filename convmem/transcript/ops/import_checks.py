@@ -314,7 +314,10 @@ _COPIES_AND_ATTACHMENTS: tuple[_Check, ...] = (
             "be in the document, or be the tenant's message it was forked from)",
         ),
     ),
-    (_DUP_ATTACHMENT, lambda r: (f"$.attachments[{r[0]}].sha256", f"repeats $.attachments[{r[1]}]")),
+    (
+        _DUP_ATTACHMENT,
+        lambda r: (f"$.attachments[{r[0]}].sha256", f"repeats $.attachments[{r[1]}]"),
+    ),
     (
         _MISSING_ATTACHMENT,
         lambda r: (f"$.messages[{r[0]}].{r[1]}", "names no entry of $.attachments (missing data)"),
@@ -328,7 +331,10 @@ _COPIES_AND_ATTACHMENTS: tuple[_Check, ...] = (
     ),
     (
         _UNREFERENCED_ATTACHMENT,
-        lambda r: (f"$.attachments[{r[0]}]", "is referenced by no unredacted message of the document"),
+        lambda r: (
+            f"$.attachments[{r[0]}]",
+            "is referenced by no unredacted message of the document",
+        ),
     ),
 )
 

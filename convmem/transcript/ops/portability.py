@@ -401,10 +401,14 @@ def _write_batch(
         yield (sa.insert(REDACTIONS), rows)
 
 
+#: The lists of a redaction log's ``affected``, and the section each names ids of.
+_AFFECTED = {"messages": "messages", "turns": "model_inputs", "derived": "derived"}
+
+
 def _map_affected(m: _Ids, affected: dict[str, Any]) -> Op[dict[str, Any]]:
     """A redaction log's ids, mapped where they are the document's own."""
     out: dict[str, Any] = {}
-    for key, section in (("messages", "messages"), ("turns", "model_inputs"), ("derived", "derived")):
+    for key, section in _AFFECTED.items():
         olds = list(affected.get(key, []))
         known = yield from _in_document(section, olds)
         out[key] = [m(section, o) if o in known else o for o in olds]
@@ -429,4 +433,3 @@ def _in_document(section: str, ids: list[str]) -> Op[set[str]]:
     else:
         res = yield (_STAGED_IDS, {"ids": ids, "section": section})
     return {r[0] for r in res.all()}
-
