@@ -108,8 +108,20 @@ def redis_url(text: str) -> str:
     return text
 
 
-def _env(name: str) -> str | None:
+def env_default(name: str) -> str | None:
+    """An option's default from the environment; unset and empty both mean none."""
     return os.environ.get(name) or None
+
+
+def add_thread_action(
+    actions: Any, name: str, summary: str, description: str, thread_help: str
+) -> argparse.ArgumentParser:
+    """Register an ACTION on one thread: its parser, the thread id its first argument."""
+    parser: argparse.ArgumentParser = actions.add_parser(
+        name, help=summary, description=description
+    )
+    parser.add_argument("thread_id", help=thread_help)
+    return parser
 
 
 def _console(*, stderr: bool = False) -> Console:
@@ -461,21 +473,20 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("state", help="show or reset a thread's session state on Redis",
                         description="Show or reset one thread's session state in the Redis "
                         "cache (the durable record is `convmem threads`).")
-    st.add_argument("--redis", type=redis_url, default=_env("CONVMEM_REDIS_URL"),
+    st.add_argument("--redis", type=redis_url, default=env_default("CONVMEM_REDIS_URL"),
                     help="Redis URL (redis://host:6379/0); env CONVMEM_REDIS_URL")
-    st.add_argument("--tenant", default=_env("CONVMEM_TENANT"),
+    st.add_argument("--tenant", default=env_default("CONVMEM_TENANT"),
                     help="tenant of the thread; env CONVMEM_TENANT")
     st.add_argument("--cluster", action="store_true", help="the URL names a Redis Cluster node")
     st.add_argument("--prefix", default="convmem", help="key prefix the application uses (default convmem)")
     st.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for the server (default 2)")
     ssub = st.add_subparsers(dest="state_command", required=True, metavar="ACTION")
-    show = ssub.add_parser("show", help="print the state block, version and turn",
-                           description="Print a thread's session state as the model sees it.")
-    show.add_argument("thread_id", help="the application's thread id")
+    app_thread = "the application's thread id"
+    show = add_thread_action(ssub, "show", "print the state block, version and turn",
+                             "Print a thread's session state as the model sees it.", app_thread)
     show.add_argument("--json", action="store_true", help="print the stored JSON instead")
-    reset = ssub.add_parser("reset", help="delete the thread's session state",
-                            description="Delete a thread's session state; its next turn starts empty.")
-    reset.add_argument("thread_id", help="the application's thread id")
+    add_thread_action(ssub, "reset", "delete the thread's session state",
+                      "Delete a thread's session state; its next turn starts empty.", app_thread)
     st.set_defaults(run=cmd_state)
 
     from convmem.transcript.cli import add_threads_parser

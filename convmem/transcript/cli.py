@@ -21,14 +21,13 @@ imported when a command runs, not when the parser is built.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from convmem.cli import database_url, max_age_days, positive_int
+from convmem.cli import add_thread_action, database_url, env_default, max_age_days, positive_int
 from convmem.errors import ConfigError, ConvMemError
 
 if TYPE_CHECKING:
@@ -37,6 +36,9 @@ if TYPE_CHECKING:
 
     from convmem.transcript.records import Message, ThreadTree
     from convmem.transcript.store import TranscriptStore
+
+
+_THREAD = "id of the thread"
 
 
 def add_threads_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -50,12 +52,12 @@ def add_threads_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--db",
         type=database_url,
-        default=os.environ.get("CONVMEM_DATABASE_URL") or None,
+        default=env_default("CONVMEM_DATABASE_URL"),
         help="database URL (sqlite:///file.db or postgresql://...); env CONVMEM_DATABASE_URL",
     )
     p.add_argument(
         "--tenant",
-        default=os.environ.get("CONVMEM_TENANT") or None,
+        default=env_default("CONVMEM_TENANT"),
         help="tenant whose threads are addressed; env CONVMEM_TENANT",
     )
     sub = p.add_subparsers(dest="threads_command", required=True, metavar="ACTION")
@@ -63,29 +65,25 @@ def add_threads_parser(subparsers: Any) -> argparse.ArgumentParser:
                         description="List the tenant's threads, most recent first.")
     ls.add_argument("--limit", type=positive_int, default=50,
                     help="at most this many threads (default 50)")
-    show = sub.add_parser("show", help="draw the branch tree, active path marked",
-                          description="Draw a thread's branch tree; the active path is marked.")
-    show.add_argument("thread_id", help="id of the thread")
+    show = add_thread_action(sub, "show", "draw the branch tree, active path marked",
+                             "Draw a thread's branch tree; the active path is marked.", _THREAD)
     show.add_argument("--execution", action="store_true", help="include the execution log")
-    exp = sub.add_parser("export", help="canonical JSON of the whole thread to stdout",
-                         description="Write the thread's canonical JSON export to stdout.")
-    exp.add_argument("thread_id", help="id of the thread")
+    exp = add_thread_action(sub, "export", "canonical JSON of the whole thread to stdout",
+                            "Write the thread's canonical JSON export to stdout.", _THREAD)
     exp.add_argument("--user-view", action="store_true", help="only what the user saw")
     imp = sub.add_parser("import", help="load an export (file or - for stdin)",
                          description="Load a thread export into the tenant.")
     imp.add_argument("file", help="an export written by `convmem threads export`, or - for stdin")
     imp.add_argument("--new-id", action="store_true", help="give the thread fresh ids")
-    red = sub.add_parser("redact", help="remove a message's content everywhere it reached",
-                         description="Redact a message: its content, every copy and everything "
-                         "derived from it.")
-    red.add_argument("thread_id", help="id of the thread")
+    red = add_thread_action(sub, "redact", "remove a message's content everywhere it reached",
+                            "Redact a message: its content, every copy and everything "
+                            "derived from it.", _THREAD)
     red.add_argument("message_id", help="id of the message (see `show`)")
     red.add_argument("--actor", required=True, help="who asks for the redaction (recorded)")
     red.add_argument("--reason", required=True, help="why (recorded), e.g. 'GDPR art. 17'")
-    dele = sub.add_parser("delete", help="delete a thread and everything of it",
-                          description="Delete a thread, its derived rows and attachments. "
-                          "Asks for confirmation unless --yes.")
-    dele.add_argument("thread_id", help="id of the thread")
+    dele = add_thread_action(sub, "delete", "delete a thread and everything of it",
+                             "Delete a thread, its derived rows and attachments. "
+                             "Asks for confirmation unless --yes.", _THREAD)
     dele.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     sw = sub.add_parser("sweep", help="delete threads past retention (dry run unless --apply)",
                         description="Find threads past their retention; delete them with --apply.")

@@ -51,6 +51,19 @@ def _thread_fk(table: str) -> sa.ForeignKeyConstraint:
     )
 
 
+def _by_thread(table: str) -> tuple[sa.Index, sa.ForeignKeyConstraint]:
+    """The table arguments of a content table read by thread: the index and the link."""
+    return sa.Index(f"ix_{table}_tenant_thread_id", "tenant", "thread_id"), _thread_fk(table)
+
+
+class _ThreadContent(SQLModel):
+    """The key and the thread of a content row (a plain model: each table gets its own columns)."""
+
+    tenant: str = Field(primary_key=True, max_length=200)
+    id: str = Field(primary_key=True, max_length=64)
+    thread_id: str = Field(max_length=64)
+
+
 class ThreadRow(SQLModel, table=True):
     """A conversation and its pointers."""
 
@@ -74,7 +87,7 @@ class ThreadRow(SQLModel, table=True):
     incarnation: str | None = Field(default=None, max_length=64)
 
 
-class MessageRow(SQLModel, table=True):
+class MessageRow(_ThreadContent, table=True):
     """One node of the tree; content changes only by redaction."""
 
     __tablename__ = "convmem_messages"
@@ -85,9 +98,6 @@ class MessageRow(SQLModel, table=True):
         _thread_fk("convmem_messages"),
     )
 
-    tenant: str = Field(primary_key=True, max_length=200)
-    id: str = Field(primary_key=True, max_length=64)
-    thread_id: str = Field(max_length=64)
     parent_id: str | None = Field(default=None, max_length=64)
     seq: int
     role: str = Field(max_length=16)
@@ -126,18 +136,12 @@ class TemplateRow(SQLModel, table=True):
     text: str = Field(sa_type=sa.Text)
 
 
-class TurnRow(SQLModel, table=True):
+class TurnRow(_ThreadContent, table=True):
     """What the model received on one turn (commit point 1) and its outcome (point 2)."""
 
     __tablename__ = "convmem_turns"
-    __table_args__ = (
-        sa.Index("ix_convmem_turns_tenant_thread_id", "tenant", "thread_id"),
-        _thread_fk("convmem_turns"),
-    )
+    __table_args__ = _by_thread("convmem_turns")
 
-    tenant: str = Field(primary_key=True, max_length=200)
-    id: str = Field(primary_key=True, max_length=64)
-    thread_id: str = Field(max_length=64)
     user_message_id: str = Field(max_length=64)
     rendered_block: str = Field(default="", sa_type=sa.Text)
     state_snapshot: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON))
@@ -152,18 +156,12 @@ class TurnRow(SQLModel, table=True):
     quoted_message_ids: list[str] | None = Field(default=None, sa_column=sa.Column(sa.JSON))
 
 
-class DerivedRow(SQLModel, table=True):
+class DerivedRow(_ThreadContent, table=True):
     """A memory derived from a thread; tombstoned when a source message is redacted."""
 
     __tablename__ = "convmem_derived"
-    __table_args__ = (
-        sa.Index("ix_convmem_derived_tenant_thread_id", "tenant", "thread_id"),
-        _thread_fk("convmem_derived"),
-    )
+    __table_args__ = _by_thread("convmem_derived")
 
-    tenant: str = Field(primary_key=True, max_length=200)
-    id: str = Field(primary_key=True, max_length=64)
-    thread_id: str = Field(max_length=64)
     kind: str = Field(max_length=100)
     content: str = Field(sa_type=sa.Text)
     source_message_ids: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON))
@@ -171,18 +169,12 @@ class DerivedRow(SQLModel, table=True):
     tombstoned_at: datetime | None = _when("tombstoned_at", nullable=True)
 
 
-class RedactionRow(SQLModel, table=True):
+class RedactionRow(_ThreadContent, table=True):
     """Who redacted what, when and why (ids only: the log never holds the content)."""
 
     __tablename__ = "convmem_redactions"
-    __table_args__ = (
-        sa.Index("ix_convmem_redactions_tenant_thread_id", "tenant", "thread_id"),
-        _thread_fk("convmem_redactions"),
-    )
+    __table_args__ = _by_thread("convmem_redactions")
 
-    tenant: str = Field(primary_key=True, max_length=200)
-    id: str = Field(primary_key=True, max_length=64)
-    thread_id: str = Field(max_length=64)
     message_id: str = Field(max_length=64)
     actor: str = Field(max_length=200)
     reason: str = Field(sa_type=sa.Text)

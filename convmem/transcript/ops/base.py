@@ -17,6 +17,8 @@ from convmem.errors import ConfigError
 from convmem.identity import check_id, check_tenant, check_thread_id, clean_text
 from convmem.transcript.models import (
     MESSAGES,
+    TEMPLATES,
+    TURNS,
 )
 from convmem.transcript.records import (
     ROLES,
@@ -118,25 +120,45 @@ class Ctx:
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
 
 
+def tenant_join(
+    left: sa.FromClause, right: sa.FromClause, *on: Any, outer: bool = False
+) -> sa.Join:
+    """``left`` joined to ``right`` on ``on`` within one tenant: ids are per tenant, so
+    every join matches ``tenant`` as well."""
+    return left.join(right, sa.and_(right.c.tenant == left.c.tenant, *on), isouter=outer)
+
+
+#: Turns with their system prompt's text (select ``SYSTEM_PROMPT``; NULL without one).
+TURNS_WITH_PROMPT = tenant_join(
+    TURNS, TEMPLATES, TEMPLATES.c.sha256 == TURNS.c.template_sha256, outer=True
+)
+SYSTEM_PROMPT = TEMPLATES.c.text.label("system_prompt")
+
+
 # ---------------------------------------------------------------- row decoding
+
+
+def as_stored(row: Mapping[str, Any], *names: str) -> dict[str, Any]:
+    """The columns a record takes as they are, under the same names."""
+    return {name: row[name] for name in names}
+
+
+def utc_or_none(value: datetime | None) -> datetime | None:
+    """A nullable timestamp column as an aware UTC datetime (``utc``)."""
+    return None if value is None else utc(value)
 
 
 def to_message(row: Mapping[str, Any]) -> Message:
     """A message row (any select of ``MSG_COLS``) as a record."""
     return Message(
-        id=row["id"],
-        thread_id=row["thread_id"],
-        parent_id=row["parent_id"],
-        seq=row["seq"],
-        role=row["role"],
+        **as_stored(
+            row, "id", "thread_id", "parent_id", "seq", "role", "author", "visibility",
+            "copy_of", "turn_id",
+        ),
         parts=parts_from_json(row["parts"] or []),
-        author=row["author"],
         extra=dict(row["extra"] or {}),
         received_at=utc(row["received_at"]),
-        client_ts=None if row["client_ts"] is None else utc(row["client_ts"]),
-        visibility=row["visibility"],
-        copy_of=row["copy_of"],
-        turn_id=row["turn_id"],
+        client_ts=utc_or_none(row["client_ts"]),
         redacted=row["redacted_at"] is not None,
     )
 
@@ -145,18 +167,14 @@ def to_thread(row: Mapping[str, Any]) -> Thread:
     """A thread row as a record."""
     ret = row["retention"]
     return Thread(
-        id=row["id"],
-        tenant=row["tenant"],
-        key=row["key"],
-        owner=row["owner"],
-        title=row["title"],
+        **as_stored(
+            row, "id", "tenant", "key", "owner", "title", "active_leaf", "archived_seq",
+            "forked_from",
+        ),
         metadata=dict(row["metadata"] or {}),
         created_at=utc(row["created_at"]),
         updated_at=utc(row["updated_at"]),
         retention=None if ret is None else RetentionPolicy.from_json(ret),
-        active_leaf=row["active_leaf"],
-        archived_seq=row["archived_seq"],
-        forked_from=row["forked_from"],
         incarnation=row.get("incarnation"),
     )
 
@@ -164,13 +182,10 @@ def to_thread(row: Mapping[str, Any]) -> Thread:
 def to_derived(row: Mapping[str, Any]) -> DerivedMemory:
     """A derived-memory row as a record."""
     return DerivedMemory(
-        id=row["id"],
-        thread_id=row["thread_id"],
-        kind=row["kind"],
-        content=row["content"],
+        **as_stored(row, "id", "thread_id", "kind", "content"),
         source_message_ids=tuple(row["source_message_ids"] or ()),
         created_at=utc(row["created_at"]),
-        tombstoned_at=None if row["tombstoned_at"] is None else utc(row["tombstoned_at"]),
+        tombstoned_at=utc_or_none(row["tombstoned_at"]),
     )
 
 

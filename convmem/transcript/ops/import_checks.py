@@ -219,13 +219,13 @@ _BAD_PARENT = sa.text(  # in the document and earlier in seq: the graph is a for
 )
 _DANGLING = {
     "messages": sa.text(
-        "SELECT r.section, r.idx, r.field FROM convmem_import_ref r "
+        "SELECT r.section, r.idx, r.field, r.target_section FROM convmem_import_ref r "
         "WHERE r.target_section = 'messages' AND NOT EXISTS "
         "(SELECT 1 FROM convmem_import_msg x WHERE x.id = r.target) "
         "ORDER BY r.section, r.idx LIMIT 1"
     ),
     "model_inputs": sa.text(
-        "SELECT r.section, r.idx, r.field FROM convmem_import_ref r "
+        "SELECT r.section, r.idx, r.field, r.target_section FROM convmem_import_ref r "
         "WHERE r.target_section = 'model_inputs' AND NOT EXISTS "
         "(SELECT 1 FROM convmem_import_ids x WHERE x.id = r.target "
         "AND x.section = 'model_inputs') ORDER BY r.section, r.idx LIMIT 1"
@@ -274,6 +274,78 @@ _TAKEN = {  # ids this tenant already uses (another thread of its own)
     ),
 }
 
+#: A cross-record check: its query (``:tenant`` is bound) and the refusal, (JSON path,
+#: why), for the first offending row it returns.
+_Check = tuple[sa.TextClause, Callable[[Any], tuple[str, str]]]
+
+
+def _bad_parent(row: Any) -> tuple[str, str]:
+    why = (
+        "names no message of this document (a parent must be in the same thread)"
+        if row[1] is None
+        else f"names $.messages[{row[1]}], which does not come earlier in seq "
+        "(parents precede children: no cycles, no self-parent)"
+    )
+    return f"$.messages[{row[0]}].parent_id", why
+
+
+def _dangling(row: Any) -> tuple[str, str]:
+    return (
+        f"$.{row[0]}[{row[1]}].{row[2]}",
+        f"names no entry of $.{row[3]} (references stay inside the document)",
+    )
+
+
+# In the order they run (the active leaf is checked between the two).
+_IDS_AND_REFERENCES: tuple[_Check, ...] = (
+    (_DUP_MESSAGE_ID, lambda r: (f"$.messages[{r[0]}].id", f"repeats $.messages[{r[1]}].id")),
+    (_DUP_SEQ, lambda r: (f"$.messages[{r[0]}].seq", f"repeats $.messages[{r[1]}].seq")),
+    (_DUP_ID, lambda r: (f"$.{r[0]}[{r[1]}].id", f"repeats $.{r[0]}[{r[2]}].id")),
+    (_BAD_PARENT, _bad_parent),
+    (_DANGLING["messages"], _dangling),
+    (_DANGLING["model_inputs"], _dangling),
+)
+_COPIES_AND_ATTACHMENTS: tuple[_Check, ...] = (
+    (
+        _BAD_COPY,
+        lambda r: (
+            f"$.messages[{r[0]}].copy_of",
+            "names no message of this document nor of this tenant (a copy's original must "
+            "be in the document, or be the tenant's message it was forked from)",
+        ),
+    ),
+    (
+        _DUP_ATTACHMENT,
+        lambda r: (f"$.attachments[{r[0]}].sha256", f"repeats $.attachments[{r[1]}]"),
+    ),
+    (
+        _MISSING_ATTACHMENT,
+        lambda r: (f"$.messages[{r[0]}].{r[1]}", "names no entry of $.attachments (missing data)"),
+    ),
+    (
+        _ATTACHMENT_SIZE,
+        lambda r: (
+            f"$.messages[{r[0]}].{r[1].replace('sha256', 'size')}",
+            f"does not match the attachment's size ({r[2]})",
+        ),
+    ),
+    (
+        _UNREFERENCED_ATTACHMENT,
+        lambda r: (
+            f"$.attachments[{r[0]}]",
+            "is referenced by no unredacted message of the document",
+        ),
+    ),
+)
+
+
+def _run_checks(checks: tuple[_Check, ...], tenant: str) -> Op[None]:
+    """Run ``checks`` in order; the first offending row found is the refusal."""
+    for query, refusal in checks:
+        row = _first((yield (query, {"tenant": tenant})))
+        if row is not None:
+            raise ImportRefused(*refusal(row))
+
 
 def check_whole(ctx: Ctx, tenant: str, st: Staged, new_ids: bool) -> Op[None]:
     """Pass 1's cross-record checks, as queries over the staged ids."""
@@ -285,60 +357,11 @@ def check_whole(ctx: Ctx, tenant: str, st: Staged, new_ids: bool) -> Op[None]:
             f"is {th.next_seq}, but $.messages[{st.max_seq_idx}].seq is {st.max_seq}: "
             "next_seq must be above every message's seq",
         )
-    row = _first((yield _DUP_MESSAGE_ID))
-    if row is not None:
-        raise ImportRefused(f"$.messages[{row[0]}].id", f"repeats $.messages[{row[1]}].id")
-    row = _first((yield _DUP_SEQ))
-    if row is not None:
-        raise ImportRefused(f"$.messages[{row[0]}].seq", f"repeats $.messages[{row[1]}].seq")
-    row = _first((yield _DUP_ID))
-    if row is not None:
-        raise ImportRefused(f"$.{row[0]}[{row[1]}].id", f"repeats $.{row[0]}[{row[2]}].id")
-    row = _first((yield _BAD_PARENT))
-    if row is not None:
-        why = (
-            "names no message of this document (a parent must be in the same thread)"
-            if row[1] is None
-            else f"names $.messages[{row[1]}], which does not come earlier in seq "
-            "(parents precede children: no cycles, no self-parent)"
-        )
-        raise ImportRefused(f"$.messages[{row[0]}].parent_id", why)
-    for target_section, query in _DANGLING.items():
-        row = _first((yield query))
-        if row is not None:
-            raise ImportRefused(
-                f"$.{row[0]}[{row[1]}].{row[2]}",
-                f"names no entry of $.{target_section} (references stay inside the document)",
-            )
+    yield from _run_checks(_IDS_AND_REFERENCES, tenant)
     if th.active_leaf is not None:
         if _first((yield (_HAS_MESSAGE, {"id": th.active_leaf}))) is None:
             raise ImportRefused("$.thread.active_leaf", "names no message of this document")
-    row = _first((yield (_BAD_COPY, {"tenant": tenant})))
-    if row is not None:
-        raise ImportRefused(
-            f"$.messages[{row[0]}].copy_of",
-            "names no message of this document nor of this tenant (a copy's original must "
-            "be in the document, or be the tenant's message it was forked from)",
-        )
-    row = _first((yield _DUP_ATTACHMENT))
-    if row is not None:
-        raise ImportRefused(f"$.attachments[{row[0]}].sha256", f"repeats $.attachments[{row[1]}]")
-    row = _first((yield _MISSING_ATTACHMENT))
-    if row is not None:
-        raise ImportRefused(
-            f"$.messages[{row[0]}].{row[1]}", "names no entry of $.attachments (missing data)"
-        )
-    row = _first((yield _ATTACHMENT_SIZE))
-    if row is not None:
-        raise ImportRefused(
-            f"$.messages[{row[0]}].{row[1].replace('sha256', 'size')}",
-            f"does not match the attachment's size ({row[2]})",
-        )
-    row = _first((yield _UNREFERENCED_ATTACHMENT))
-    if row is not None:
-        raise ImportRefused(
-            f"$.attachments[{row[0]}]", "is referenced by no unredacted message of the document"
-        )
+    yield from _run_checks(_COPIES_AND_ATTACHMENTS, tenant)
     if new_ids:
         return
     taken = _first((yield (

@@ -29,6 +29,7 @@ from convmem.transcript.ops.base import (
     edge,
     search_body,
     sha256_of,
+    tenant_join,
     to_message,
 )
 from convmem.transcript.records import (
@@ -142,11 +143,7 @@ def _path_statement(from_active_leaf: bool) -> sa.Select[Any]:
             sa.literal(1, sa.Integer).label("depth"),
             *[m.c[c] for c in MSG_COLS],
         )
-        .select_from(
-            t.outerjoin(
-                m, sa.and_(m.c.tenant == t.c.tenant, m.c.thread_id == t.c.id, m.c.id == start)
-            )
-        )
+        .select_from(tenant_join(t, m, m.c.thread_id == t.c.id, m.c.id == start, outer=True))
         .where(*_THREAD_WHERE)
     )
     path = anchor.cte("convmem_path", recursive=True)
@@ -157,13 +154,8 @@ def _path_statement(from_active_leaf: bool) -> sa.Select[Any]:
             *[step.c[c] for c in MSG_COLS],
         )
         .select_from(
-            step.join(
-                path,
-                sa.and_(
-                    step.c.tenant == path.c.tenant,
-                    step.c.thread_id == path.c.thread_id,
-                    step.c.id == path.c.parent_id,
-                ),
+            tenant_join(
+                step, path, step.c.thread_id == path.c.thread_id, step.c.id == path.c.parent_id
             )
         )
         .where(path.c.depth < path.c.path_limit)
@@ -461,33 +453,6 @@ def pg_chain_params(
     }
 
 
-def _pg_insert_chain(
-    tenant: str,
-    thread_id: str,
-    parent_id: str | ActiveLeaf | None,
-    rows: Sequence[JSONDict],
-    now: datetime,
-    *,
-    move_leaf: bool,
-    turn_id: str | None,
-    alone: bool,
-    incarnation: str | None,
-) -> Op[tuple[int, str | None]]:
-    """Run ``_PG_INSERT_CHAIN`` (as an ``Alone`` step if ``alone``).
-
-    Returns (first seq, parent of the first message).
-    """
-    params = pg_chain_params(
-        tenant, thread_id, parent_id, rows, now,
-        move_leaf=move_leaf, turn_id=turn_id, incarnation=incarnation,
-    )
-    res = yield (Alone(_PG_INSERT_CHAIN, params) if alone else (_PG_INSERT_CHAIN, params))
-    row = res.first()
-    if row is None:
-        raise missing_thread(tenant, thread_id, incarnation)
-    return int(row[0]), row[1]
-
-
 def number_chain(rows: Sequence[JSONDict], first_seq: int, parent: str | None) -> list[Message]:
     """The chain's rows numbered from ``first_seq`` under ``parent``, as records."""
     rows[0]["parent_id"] = parent
@@ -524,17 +489,16 @@ def insert_chain(
     rows, blobs = chain_rows(tenant, thread_id, messages, now, turn_id, copy_of)
     refs = attachment_refs(r["parts"] for r in rows)
     if ctx.dialect == "postgresql":
-        first_seq, parent = yield from _pg_insert_chain(
-            tenant,
-            thread_id,
-            parent_id,
-            rows,
-            now,
-            move_leaf=move_leaf,
-            turn_id=turn_id,
-            alone=whole_op and not refs,
-            incarnation=incarnation,
+        params = pg_chain_params(
+            tenant, thread_id, parent_id, rows, now,
+            move_leaf=move_leaf, turn_id=turn_id, incarnation=incarnation,
         )
+        alone = whole_op and not refs
+        res = yield (Alone(_PG_INSERT_CHAIN, params) if alone else (_PG_INSERT_CHAIN, params))
+        row = res.first()
+        if row is None:
+            raise missing_thread(tenant, thread_id, incarnation)
+        first_seq, parent = int(row[0]), row[1]  # the first message's seq and parent
     else:
         # SQLite: the write transaction (BEGIN IMMEDIATE) is the lock; statements are cheap.
         if isinstance(parent_id, ActiveLeaf) or incarnation is not None:

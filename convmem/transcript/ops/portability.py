@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 import sqlalchemy as sa
@@ -46,11 +47,8 @@ from convmem.transcript import export as ex
 from convmem.transcript.document import (
     SECTIONS,
     AttachmentDoc,
-    DerivedDoc,
     ImportLimits,
     MessageDoc,
-    ModelInputDoc,
-    RedactionDoc,
     ThreadDoc,
     check_header,
     parse_record,
@@ -69,7 +67,16 @@ from convmem.transcript.models import (
     THREADS,
     TURNS,
 )
-from convmem.transcript.ops.base import Ctx, Op, Rewind, Write, edge, to_thread
+from convmem.transcript.ops.base import (
+    SYSTEM_PROMPT,
+    TURNS_WITH_PROMPT,
+    Ctx,
+    Op,
+    Rewind,
+    Write,
+    edge,
+    to_thread,
+)
 from convmem.transcript.ops.import_checks import (
     CHUNK,
     PAGE,
@@ -95,11 +102,24 @@ class _Out:
         self.sink = sink
         self.parts: list[str] = []
         self.size = 0
+        self.first = True
 
     def add(self, text: str) -> bool:
         self.parts.append(text)
         self.size += len(text)
         return self.size >= CHUNK
+
+    def open_list(self, text: str) -> None:
+        """``text`` ends in ``[``: the next record is the list's first."""
+        self.add(text)
+        self.first = True
+
+    def add_record(self, record: type[Any], row: Mapping[str, Any]) -> bool:
+        """One row of the open list as its canonical record; true when a chunk is due."""
+        text = _dumps(record_json(record_from_row(record, row)))
+        due = self.add(text if self.first else "," + text)
+        self.first = False
+        return due
 
     def flush(self) -> Write:
         data = "".join(self.parts).encode("utf-8")
@@ -141,8 +161,7 @@ def export_thread(ctx: Ctx, tenant: str, thread_id: str, sink: BinaryIO) -> Op[N
     edge(tenant, thread_id=thread_id)
     th = yield from read_thread(tenant, thread_id)
     out = _Out(sink)
-    out.add('{"attachments":[')
-    first = True
+    out.open_list('{"attachments":[')
     after = ""
     while True:
         res = yield (
@@ -157,20 +176,15 @@ def export_thread(ctx: Ctx, tenant: str, thread_id: str, sink: BinaryIO) -> Op[N
             a = res.mappings().first()
             if a is None:
                 continue  # released (never for a consistent record)
-            doc = record_json(record_from_row(AttachmentDoc, a))
-            if out.add(("" if first else ",") + _dumps(doc)):
+            if out.add_record(AttachmentDoc, a):
                 yield out.flush()
-            first = False
         if len(shas) < PAGE:
             break
         after = shas[-1]
     out.add("]")
-    yield from _timed_section(
-        ctx, out, "derived", DERIVED, "created_at", DerivedDoc, tenant, thread_id
-    )
-    out.add(f',"format":{_dumps(ex.FORMAT)},"messages":[')
+    yield from _timed_section(ctx, out, "derived", DERIVED, "created_at", tenant, thread_id)
+    out.open_list(f',"format":{_dumps(ex.FORMAT)},"messages":[')
     last = 0
-    first = True
     while True:
         res = yield (
             sa.select(MESSAGES)
@@ -184,20 +198,14 @@ def export_thread(ctx: Ctx, tenant: str, thread_id: str, sink: BinaryIO) -> Op[N
         )
         rows = res.mappings().all()
         for r in rows:
-            doc = record_json(record_from_row(MessageDoc, r))
-            if out.add(("" if first else ",") + _dumps(doc)):
+            if out.add_record(MessageDoc, r):
                 yield out.flush()
-            first = False
         if len(rows) < PAGE:
             break
         last = rows[-1]["seq"]
     out.add("]")
-    yield from _timed_section(
-        ctx, out, "model_inputs", TURNS, "created_at", ModelInputDoc, tenant, thread_id
-    )
-    yield from _timed_section(
-        ctx, out, "redactions", REDACTIONS, "at", RedactionDoc, tenant, thread_id
-    )
+    yield from _timed_section(ctx, out, "model_inputs", TURNS, "created_at", tenant, thread_id)
+    yield from _timed_section(ctx, out, "redactions", REDACTIONS, "at", tenant, thread_id)
     thread = _dumps(record_json(record_from_row(ThreadDoc, th)))
     out.add(f',"thread":{thread},"version":{ex.VERSION}}}\n')
     yield out.flush()
@@ -209,26 +217,19 @@ def _timed_section(
     name: str,
     table: sa.Table,
     time_col: str,
-    record: type[Any],
     tenant: str,
     thread_id: str,
 ) -> Op[None]:
-    """``,"name":[...]``: rows by (time, id by code point), keyset-paged."""
-    out.add(f',"{name}":[')
+    """``,"name":[...]``: rows by (time, id by code point), keyset-paged, each as the
+    section's record (``document.SECTIONS``)."""
+    out.open_list(f',"{name}":[')
     when, ident = table.c[time_col], _by_code_point(ctx, table.c.id)
     cols: list[Any] = [table]
     source: Any = table
     if table is TURNS:
-        cols.append(TEMPLATES.c.text.label("system_prompt"))
-        source = TURNS.outerjoin(
-            TEMPLATES,
-            sa.and_(
-                TEMPLATES.c.tenant == TURNS.c.tenant,
-                TEMPLATES.c.sha256 == TURNS.c.template_sha256,
-            ),
-        )
+        cols.append(SYSTEM_PROMPT)
+        source = TURNS_WITH_PROMPT
     cursor: tuple[Any, str] | None = None
-    first = True
     while True:
         stmt = (
             sa.select(*cols)
@@ -244,9 +245,8 @@ def _timed_section(
         res = yield stmt
         rows = res.mappings().all()
         for r in rows:
-            if out.add(("" if first else ",") + _dumps(record_json(record_from_row(record, r)))):
+            if out.add_record(SECTIONS[name], r):
                 yield out.flush()
-            first = False
         if len(rows) < PAGE:
             break
         cursor = (rows[-1][time_col], rows[-1]["id"])
@@ -361,14 +361,7 @@ def _write_batch(
         in_doc: set[str] = set()
         if m.on:
             copies = sorted({r.copy_of for r in recs if r.copy_of is not None})
-            if copies:
-                res = yield (
-                    sa.text(f"SELECT id FROM {staged('msg')} WHERE id IN :ids").bindparams(
-                        sa.bindparam("ids", expanding=True)
-                    ),
-                    {"ids": copies},
-                )
-                in_doc = {r[0] for r in res.all()}
+            in_doc = yield from _in_document("messages", copies)
         rows = [
             record_row(r, m) | {
                 "thread_id": thread_id,
@@ -408,24 +401,35 @@ def _write_batch(
         yield (sa.insert(REDACTIONS), rows)
 
 
+#: The lists of a redaction log's ``affected``, and the section each names ids of.
+_AFFECTED = {"messages": "messages", "turns": "model_inputs", "derived": "derived"}
+
+
 def _map_affected(m: _Ids, affected: dict[str, Any]) -> Op[dict[str, Any]]:
     """A redaction log's ids, mapped where they are the document's own."""
     out: dict[str, Any] = {}
-    for key, section, table, extra in (
-        ("messages", "messages", staged("msg"), ""),
-        ("turns", "model_inputs", staged("ids"), " AND section = 'model_inputs'"),
-        ("derived", "derived", staged("ids"), " AND section = 'derived'"),
-    ):
+    for key, section in _AFFECTED.items():
         olds = list(affected.get(key, []))
-        known: set[str] = set()
-        if olds:
-            res = yield (
-                sa.text(f"SELECT id FROM {table} WHERE id IN :ids{extra}").bindparams(
-                    sa.bindparam("ids", expanding=True)
-                ),
-                {"ids": olds},
-            )
-            known = {r[0] for r in res.all()}
+        known = yield from _in_document(section, olds)
         out[key] = [m(section, o) if o in known else o for o in olds]
     return out
 
+
+_STAGED_MESSAGE_IDS = sa.text(f"SELECT id FROM {staged('msg')} WHERE id IN :ids").bindparams(
+    sa.bindparam("ids", expanding=True)
+)
+_STAGED_IDS = sa.text(
+    f"SELECT id FROM {staged('ids')} WHERE id IN :ids AND section = :section"
+).bindparams(sa.bindparam("ids", expanding=True))
+
+
+def _in_document(section: str, ids: list[str]) -> Op[set[str]]:
+    """Which of ``ids`` of ``section`` the document itself brought (staged in pass 1);
+    no query for no ids."""
+    if not ids:
+        return set()
+    if section == "messages":
+        res = yield (_STAGED_MESSAGE_IDS, {"ids": ids})
+    else:
+        res = yield (_STAGED_IDS, {"ids": ids, "section": section})
+    return {r[0] for r in res.all()}

@@ -25,6 +25,7 @@ from convmem.transcript.ops.base import (
     Op,
     bounded,
     edge,
+    tenant_join,
     to_derived,
     to_message,
     to_thread,
@@ -117,9 +118,7 @@ def search(
         order = MESSAGES.c.received_at.desc()
     stmt = (
         sa.select(s.c.message_id, s.c.thread_id, s.c.body, MESSAGES.c.seq)
-        .select_from(
-            s.join(MESSAGES, sa.and_(MESSAGES.c.tenant == s.c.tenant, MESSAGES.c.id == s.c.message_id))
-        )
+        .select_from(tenant_join(s, MESSAGES, MESSAGES.c.id == s.c.message_id))
         .where(cond, s.c.tenant == tenant, MESSAGES.c.tenant == tenant)
         .order_by(order)
         .limit(limit)

@@ -21,6 +21,8 @@ from convmem.transcript.models import (
 from convmem.transcript.ops.base import (
     ACTIVE,
     ID_CHARS,
+    SYSTEM_PROMPT,
+    TURNS_WITH_PROMPT,
     ActiveLeaf,
     Alone,
     Ctx,
@@ -29,7 +31,9 @@ from convmem.transcript.ops.base import (
     clean_json,
     edge,
     sha256_of,
+    tenant_join,
     to_thread,
+    utc_or_none,
 )
 from convmem.transcript.ops.messages import (
     PG_CHAIN_CTES,
@@ -64,13 +68,12 @@ _BIND = (
         MESSAGES.c.extra.label("m_extra"),
     )
     .select_from(
-        THREADS.outerjoin(
+        tenant_join(
+            THREADS,
             MESSAGES,
-            sa.and_(
-                MESSAGES.c.tenant == THREADS.c.tenant,
-                MESSAGES.c.thread_id == THREADS.c.id,
-                MESSAGES.c.role == "user",
-            ),
+            MESSAGES.c.thread_id == THREADS.c.id,
+            MESSAGES.c.role == "user",
+            outer=True,
         )
     )
     .where(THREADS.c.tenant == sa.bindparam("b_tenant"), THREADS.c.key == sa.bindparam("b_key"))
@@ -329,16 +332,8 @@ def reconstruct_model_input(tenant: str, thread_id: str, turn_id: str) -> Op[Rec
     """Rebuild what the model received on a turn from the record."""
     edge(tenant, thread_id=thread_id, turn_id=turn_id)
     res = yield (
-        sa.select(TURNS, TEMPLATES.c.text.label("system_prompt"))
-        .select_from(
-            TURNS.outerjoin(
-                TEMPLATES,
-                sa.and_(
-                    TEMPLATES.c.tenant == TURNS.c.tenant,
-                    TEMPLATES.c.sha256 == TURNS.c.template_sha256,
-                ),
-            )
-        )
+        sa.select(TURNS, SYSTEM_PROMPT)
+        .select_from(TURNS_WITH_PROMPT)
         .where(TURNS.c.id == turn_id, TURNS.c.thread_id == thread_id, TURNS.c.tenant == tenant)
     )
     turn = res.mappings().first()
@@ -359,6 +354,6 @@ def reconstruct_model_input(tenant: str, thread_id: str, turn_id: str) -> Op[Rec
         model=turn["model"],
         model_params=dict(turn["model_params"] or {}),
         created_at=utc(turn["created_at"]),
-        completed_at=None if turn["completed_at"] is None else utc(turn["completed_at"]),
+        completed_at=utc_or_none(turn["completed_at"]),
         answer_message_id=turn["answer_message_id"],
     )
