@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from convmem.errors import ConfigError
@@ -118,9 +119,43 @@ def plain(value: Any) -> Any:
 
 def tool_schemas(tools: Sequence[Any]) -> tuple[dict[str, Any], ...]:
     """Tools as OpenAI-style function schemas (dict tools are taken as they are)."""
-    return tuple(
-        plain(t) if isinstance(t, Mapping) else plain(convert_to_openai_tool(t)) for t in tools
-    )
+    return tuple(plain(t) if isinstance(t, Mapping) else _tool_schema(t) for t in tools)
+
+
+#: id(tool) -> (the tool, what its schema was made from, the schema as JSON text). A
+#: model call converts the same tool objects on every call of every turn; converting
+#: one is ~0.1 ms (pydantic's JSON schema), a cache hit a tuple compare and a
+#: ``json.loads`` (a fresh copy each time). Held strongly, so an id is never reused
+#: while cached; bounded, so tools made per call cost one conversion each, as before.
+_SCHEMAS: dict[int, tuple[Any, tuple[Any, ...], str]] = {}
+_SCHEMAS_KEPT = 256
+
+
+def _tool_schema(tool: Any) -> dict[str, Any]:
+    made_from = _schema_inputs(tool)
+    hit = _SCHEMAS.get(id(tool)) if made_from is not None else None
+    if hit is not None and hit[0] is tool and hit[1] == made_from:
+        text = hit[2]
+    else:
+        text = json.dumps(convert_to_openai_tool(tool), default=str)
+        if made_from is not None:
+            if len(_SCHEMAS) >= _SCHEMAS_KEPT:
+                _SCHEMAS.pop(next(iter(_SCHEMAS)), None)
+            _SCHEMAS[id(tool)] = (tool, made_from, text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def _schema_inputs(tool: Any) -> tuple[Any, ...] | None:
+    """What ``convert_to_openai_tool`` reads from a ``BaseTool`` whose arguments are a
+    class: its type, name, description and argument class; ``None`` (convert every
+    time) for anything else, or a tool with metadata (a dict that may change)."""
+    if not isinstance(tool, BaseTool) or tool.metadata:
+        return None
+    args = tool.args_schema
+    if args is not None and not isinstance(args, type):
+        return None
+    return (type(tool), tool.name, tool.description, args)
 
 
 def model_name(model: Any) -> str | None:
