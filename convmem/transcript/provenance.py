@@ -78,6 +78,10 @@ def read_note(extra: Mapping[str, Any]) -> QuestionNote:
 
 
 def derived_texts(extra: Mapping[str, Any]) -> list[str]:
-    """The other forms of a recorded question its note keeps (rewritten, sent as)."""
-    note = read_note(extra)
-    return [text for key in _DERIVED if (text := note.get(key))]
+    """The other forms of a recorded question its note keeps (rewritten, sent as): the
+    non-empty strings ``read_note`` would keep under those keys, read without building
+    the note (a turn asks this of each of the thread's recent questions)."""
+    raw = extra.get(NOTE_KEY)
+    if not isinstance(raw, Mapping):
+        return []
+    return [text for key in _DERIVED if isinstance(text := raw.get(key), str) and text]

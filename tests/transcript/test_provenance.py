@@ -7,6 +7,8 @@ import uuid
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from convmem.session import question_provenance
 from convmem.state import OpenTurn, SessionState
@@ -57,6 +59,22 @@ def test_read_note_takes_the_declared_keys_at_any_version(
     extra: dict[str, Any], expected: dict[str, Any]
 ) -> None:
     assert read_note(extra) == expected
+    note = read_note(extra)
+    assert derived_texts(extra) == [t for k in ("rewritten", "sent_as") if (t := note.get(k))]
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5),
+                    st.lists(st.text(max_size=3), max_size=2))
+
+
+@given(st.one_of(_VALUES, st.dictionaries(
+    st.sampled_from(["version", "message_id", "rewritten", "sent_as", "other"]), _VALUES)))
+def test_derived_texts_reads_what_read_note_keeps(raw: Any) -> None:
+    """``derived_texts`` reads the note's text forms without building the note: the
+    same non-empty strings ``read_note`` keeps, for any value under our key."""
+    extra = {NOTE_KEY: raw}
+    note = read_note(extra)
+    assert derived_texts(extra) == [t for k in ("rewritten", "sent_as") if (t := note.get(k))]
 
 
 @pytest.fixture(
