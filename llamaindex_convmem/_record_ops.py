@@ -24,15 +24,14 @@ from convmem.transcript import (
     DeletionReceipt,
     Message,
     NewMessage,
-    ThreadNotFound,
     TranscriptStore,
 )
 from convmem.transcript.framework_records import attachment_digests
+from convmem.transcript.thread_ids import ThreadIds
 from llamaindex_convmem._records import same_record, to_chat_message, to_new_message
 
 T = TypeVar("T")
 P = ParamSpec("P")
-_CACHE_LIMIT = 4096
 
 
 def masked_url(store: TranscriptStore) -> str:
@@ -52,7 +51,7 @@ class RecordOps:
             raise ConfigError("chat store: tenant must be a non-empty string")
         self.store = store
         self.tenant = tenant
-        self._ids: dict[str, str] = {}
+        self._ids = ThreadIds()
 
     # ------------------------------------------------------------ plumbing
 
@@ -82,28 +81,9 @@ class RecordOps:
         return (yield from self.on_thread(key, body))
 
     def on_thread(self, key: str, body: Callable[[str], Flow[T]]) -> Flow[T]:
-        """Run ``body(thread_id)`` for ``key``; a cached id whose thread was deleted is renewed."""
+        """Run ``body(thread_id)`` for ``key``; a kept id whose thread was deleted is renewed."""
         check_thread_id(key, "chat store key")
-        cached = self._ids.get(key)
-        tid = cached
-        if tid is None:
-            tid = yield from self._resolve(key)
-        try:
-            return (yield from body(tid))
-        except ThreadNotFound:
-            if cached is None:
-                raise
-            self._ids.pop(key, None)
-            tid = yield from self._resolve(key)
-            return (yield from body(tid))
-
-    def _resolve(self, key: str) -> Flow[str]:
-        s = self.store
-        thread = yield from self.ask(s.get_or_create_thread, s.aget_or_create_thread, key)
-        if len(self._ids) >= _CACHE_LIMIT:
-            self._ids.clear()
-        self._ids[key] = thread.id
-        return thread.id
+        return (yield from self._ids.on_thread(self.store, self.tenant, key, body))
 
     def chats(self, records: Sequence[Message]) -> Flow[list[ChatMessage]]:
         blobs: dict[str, bytes] = {}
@@ -155,7 +135,7 @@ class RecordOps:
 
     def forget(self, key: str) -> None:
         """Drop the cached thread id of ``key`` (its thread was erased)."""
-        self._ids.pop(key, None)
+        self._ids.forget(self.tenant, key)
 
     def history(self, key: str) -> Flow[list[ChatMessage]]:
         """The key's active path: the conversation as recorded."""

@@ -105,9 +105,11 @@ class SessionMemory(RecordFlows):
         self.clock = clock
         self.tenant = tenant  # checked by the property (convmem.identity)
         self.stats = SessionStats()
+        from convmem.transcript.thread_ids import ThreadIds  # no SQL: ids and one rule
+
         # (tenant, thread id) -> transcript thread id / the turn between its commit points.
-        # Keyed by tenant too: per-tenant shallow copies (adapters) share these dicts.
-        self._threads: dict[tuple[str, str], str] = {}
+        # Keyed by tenant too: per-tenant shallow copies (adapters) share these.
+        self._threads = ThreadIds()
         self._open: dict[tuple[str, str], _OpenRecord] = {}
         self._turn_states: dict[tuple[str, str], SessionState] = {}
         # tenant -> this memory's view for it (shared by every view: see ``for_tenant``)

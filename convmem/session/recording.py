@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the transcript (SQL) is imported only when one is configure
         TurnBinding,
         TurnRecord,
     )
+    from convmem.transcript.thread_ids import ThreadIds
 
 log = logging.getLogger("convmem.session")
 
@@ -106,7 +107,7 @@ class RecordFlows(TurnFlows):
     transcript: TranscriptStore | None
     on_transcript_error: OnTranscriptError
     stats: SessionStats
-    _threads: dict[tuple[str, str], str]
+    _threads: ThreadIds
     _open: dict[tuple[str, str], _OpenRecord]
 
     # ------------------------------------------------------------------ the record (once)
@@ -369,7 +370,7 @@ class RecordFlows(TurnFlows):
             binding = yield from do(call(t.bind_turn, t.abind_turn, self.tenant, thread_id))
         except TranscriptUnavailable:
             return None
-        self._threads[(self.tenant, thread_id)] = binding.thread.id
+        self._threads.remember(self.tenant, thread_id, binding.thread.id)
         return binding
 
     def _turn_binding(self, thread_id: str, record: _OpenRecord) -> Flow[TurnBinding]:
@@ -377,7 +378,7 @@ class RecordFlows(TurnFlows):
         if record.binding is None:
             t = self._transcript()
             binding = yield from do(call(t.bind_turn, t.abind_turn, self.tenant, thread_id))
-            self._threads[(self.tenant, thread_id)] = binding.thread.id
+            self._threads.remember(self.tenant, thread_id, binding.thread.id)
             record.binding = binding
         return record.binding
 
@@ -391,16 +392,8 @@ class RecordFlows(TurnFlows):
         return self.transcript
 
     def _thread_flow(self, thread_id: str) -> Flow[str]:
-        """The transcript thread whose key is ``thread_id`` (cached per process)."""
-        t = self._transcript()
-        key = (self.tenant, thread_id)
-        found = self._threads.get(key)
-        if found is None:
-            thread = yield from do(
-                call(t.get_or_create_thread, t.aget_or_create_thread, self.tenant, thread_id)
-            )
-            found = self._threads.setdefault(key, thread.id)
-        return found
+        """The transcript thread whose key is ``thread_id`` (kept per process)."""
+        return (yield from self._threads.lookup(self._transcript(), self.tenant, thread_id))
 
     def _on_thread(
         self,
@@ -413,21 +406,13 @@ class RecordFlows(TurnFlows):
         """A transcript call on the key's thread, ``sync(tenant, transcript thread,
         *args)`` or its ``async_`` twin, for what is not a turn's write (those go to the
         thread the turn began on). Each of them names a message or the thread, which
-        must then be in the key's *current* thread: when the cached thread is gone
-        (another instance deleted it), the key is looked up again once."""
-        from convmem.transcript.errors import ThreadNotFound
+        must then be in the key's *current* thread: when the kept thread is gone
+        (another instance deleted it), the key is looked up again once (``ThreadIds``)."""
 
-        key = (self.tenant, thread_id)
-        for attempt in (1, 2):
-            tid = yield from self._thread_flow(thread_id)
-            try:
-                return (yield from do(call(sync, async_, self.tenant, tid, *args, **kwargs)))
-            except ThreadNotFound:
-                if attempt == 2:
-                    raise
-                if self._threads.get(key) == tid:
-                    del self._threads[key]
-        raise AssertionError("unreachable")  # pragma: no cover
+        def body(tid: str) -> Flow[T]:
+            return (yield from do(call(sync, async_, self.tenant, tid, *args, **kwargs)))
+
+        return (yield from self._threads.on_thread(self._transcript(), self.tenant, thread_id, body))
 
     def _user_message(self, record: _OpenRecord, sent_question: str | None) -> NewMessage:
         from convmem.transcript import NewMessage
@@ -478,7 +463,7 @@ class RecordFlows(TurnFlows):
         if t is not None:
             self._open.pop(key, None)
             receipt = yield from self._on_thread(thread_id, t.delete_thread, t.adelete_thread)
-            self._threads.pop(key, None)
+            self._threads.forget(self.tenant, thread_id)
         self._turn_states.pop(key, None)
         yield from do(call(self.store.delete, self.store.adelete, self.tenant, thread_id))
         return receipt
