@@ -222,19 +222,18 @@ class PgProbe:
 @contextmanager
 def scratch_database(admin_dsn: str) -> Iterator[str]:
     """A database created on the server of ``admin_dsn``, dropped afterwards: its DSN."""
-    import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+    from convmem.testing.servers import create_database, drop_database
+
     name = f"convmem_agent_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+    create_database(admin_dsn, name)
     try:
         params = conninfo_to_dict(admin_dsn)
         params["dbname"] = name
         yield make_conninfo(**params)
     finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        drop_database(admin_dsn, name)
 
 
 @contextmanager

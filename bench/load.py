@@ -66,7 +66,13 @@ from langchain_core.messages import HumanMessage
 
 from convmem import SessionMemory
 from convmem.stores.redis import RedisClusterSessionStateStore, RedisSessionStateStore
-from convmem.testing.servers import RedisClusterServers, RedisServer, redis_command
+from convmem.testing.servers import (
+    RedisClusterServers,
+    RedisServer,
+    create_database,
+    drop_database,
+    redis_command,
+)
 from convmem.transcript import RetentionPolicy, TranscriptStore
 from langchain_convmem import SessionMemoryMiddleware
 
@@ -98,13 +104,11 @@ def scratch_database() -> Iterator[sa.URL]:
     """A database created for one row on ``DATABASE_URL``, dropped afterwards."""
     admin = _admin_url()
     name = f"convmem_load_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+    create_database(_libpq(admin), name)
     try:
         yield admin.set(database=name)
     finally:
-        with psycopg.connect(_libpq(admin), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        drop_database(_libpq(admin), name)
 
 
 def database_bytes(url: sa.URL) -> int:

@@ -119,28 +119,21 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Begin the turn (once per user message); a clarification ends it here."""
-        turn = _turn(state["messages"])
-        if turn is None:
-            return None
-        memory, thread = self._scope(get_config())
-        started = memory.begin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
-        return self._hand_over(memory, thread, turn, started)
+        return perform(self._before_model(state))
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
+        return await aperform(self._before_model(state))
+
+    def _before_model(self, state: AgentState[Any]) -> Flow[dict[str, Any] | None]:
+        """A clarification ends the turn; a turn context waits for the model call."""
         turn = _turn(state["messages"])
         if turn is None:
             return None
         memory, thread = self._scope(get_config())
-        started = await memory.abegin_turn(thread, turn[0], message_id=turn[1], full_text=turn[2])
-        return self._hand_over(memory, thread, turn, started)
-
-    def _hand_over(
-        self, memory: SessionMemory, thread: str, turn: _Turn, started: Clarification | TurnContext
-    ) -> dict[str, Any] | None:
-        """A clarification ends the turn; a turn context waits for the model call."""
+        started = yield from _begin_turn(memory, thread, turn)
         if isinstance(started, Clarification):
             self._begun.pop((memory.tenant, thread), None)
             return {"messages": [AIMessage(content=started.text)], "jump_to": "end"}
@@ -162,36 +155,36 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> _ModelResult:
         """Send the compact request; the checkpointed messages are left as they are."""
-        turn = _turn(request.state["messages"])
-        if turn is None:
-            return handler(request)
-        memory, thread = self._scope(get_config())
-        started = self._taken_over(memory, thread, turn) or memory.begin_turn(
-            thread, turn[0], message_id=turn[1], full_text=turn[2])
-        if isinstance(started, Clarification):
-            return AIMessage(content=started.text)  # before_model normally caught it
-        compact = self._compact(request, started)
-        if memory.transcript is not None:
-            memory.record_model_input(thread, _model_call(request, compact))
-        return handler(compact)
+        sent = perform(self._model_request(request))
+        return sent if isinstance(sent, AIMessage) else handler(sent)
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> _ModelResult:
+        sent = await aperform(self._model_request(request))
+        return sent if isinstance(sent, AIMessage) else await handler(sent)
+
+    def _model_request(self, request: ModelRequest[Any]) -> Flow[ModelRequest[Any] | AIMessage]:
+        """What goes to the model (the compact request, its input recorded), or the
+        clarification answering instead of it (``before_model`` normally caught it)."""
         turn = _turn(request.state["messages"])
         if turn is None:
-            return await handler(request)
+            return request
         memory, thread = self._scope(get_config())
-        started = self._taken_over(memory, thread, turn) or await memory.abegin_turn(
-            thread, turn[0], message_id=turn[1], full_text=turn[2])
+        started: Clarification | TurnContext | None = self._taken_over(memory, thread, turn)
+        if started is None:
+            started = yield from _begin_turn(memory, thread, turn)
         if isinstance(started, Clarification):
             return AIMessage(content=started.text)
         compact = self._compact(request, started)
         if memory.transcript is not None:
-            await memory.arecord_model_input(thread, _model_call(request, compact))
-        return await handler(compact)
+            model_call = _model_call(request, compact)
+            yield from do(call(
+                memory.record_model_input, memory.arecord_model_input, thread, model_call
+            ))
+        return compact
 
     def _compact(self, request: ModelRequest[Any], started: TurnContext) -> ModelRequest[Any]:
         messages = list(request.messages)
@@ -283,6 +276,17 @@ def _turn(messages: Sequence[BaseMessage]) -> _Turn | None:
         return None
     human = messages[start]
     return question_text(human), human.id, full_text(human)
+
+
+def _begin_turn(
+    memory: SessionMemory, thread: str, turn: _Turn
+) -> Flow[Clarification | TurnContext]:
+    """``begin_turn`` for the user message ``turn`` (idempotent per message id)."""
+    question, message_id, text = turn
+    return (yield from do(call(
+        memory.begin_turn, memory.abegin_turn, thread, question,
+        message_id=message_id, full_text=text,
+    )))
 
 
 def _model_call(request: ModelRequest[Any], compact: ModelRequest[Any]) -> ModelCall:

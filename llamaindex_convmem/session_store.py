@@ -277,9 +277,16 @@ class SessionOps:
         if message.role == MessageRole.ASSISTANT:
             turn.calls.update(tool_calls(message))
             return
+        if message.role == MessageRole.TOOL:
+            yield from self._tool_done(key, turn.calls, message)
+
+    def _tool_done(
+        self, key: str, calls: dict[str, tuple[str, dict[str, Any]]], message: ChatMessage
+    ) -> Flow[None]:
+        """``record_tool`` for a tool message answering one of ``calls`` (else nothing)."""
         call_id = message.additional_kwargs.get("tool_call_id")
-        tool = turn.calls.get(call_id) if isinstance(call_id, str) else None
-        if message.role == MessageRole.TOOL and tool is not None:
+        tool = calls.get(call_id) if isinstance(call_id, str) else None
+        if tool is not None:
             name, args = tool
             st, outcome = self.state, tool_result(message)
             yield from do(call(
@@ -427,14 +434,7 @@ class SessionOps:
             elif message.role == MessageRole.ASSISTANT:
                 yield from do(call(st.end_turn, st.aend_turn, key))
             elif message.role == MessageRole.TOOL:
-                call_id = message.additional_kwargs.get("tool_call_id")
-                tool = calls.get(call_id) if isinstance(call_id, str) else None
-                if tool is not None:
-                    name, args = tool
-                    outcome = tool_result(message)
-                    yield from do(call(
-                        st.record_tool, st.arecord_tool, key, name, args, outcome, call_id=call_id
-                    ))
+                yield from self._tool_done(key, calls, message)
 
     def clear(self, key: str) -> Flow[list[ChatMessage] | None]:
         """Empty the active path (the record keeps every message) and reset the state;
