@@ -34,7 +34,7 @@ from convmem.resolve.references import (
     substitute_references,
     type_index,
 )
-from convmem.resolve.resolution import Resolution, label_text
+from convmem.resolve.resolution import Resolution, carry_focus, label_text
 from convmem.state import Focus, SessionState
 from convmem.text import (
     PERSONAL_PRONOUNS,
@@ -149,9 +149,8 @@ class RuleResolver:
                 or typed_refs
                 or reference_tokens(reading.question)
             )
-            and label_text(focus.label).lower() not in text.lower()
         ):
-            text = f"{text} (about {label_text(focus.label)})"
+            return carry_focus(text, focus)
         return text
 
     def _rewrite(self, reading: _Reading) -> Flow[str]:
