@@ -181,7 +181,7 @@ def _render(key: _Key) -> str:
     questions = [_inert_question(q) for q in key[4]]
     while questions:
         candidate = [*lines, "Earlier in this session: " + "; ".join(f'"{q}"' for q in questions)]
-        if count_tokens("\n".join([HEADER, *candidate])) <= BLOCK_BUDGET:
+        if _fits(candidate, BLOCK_BUDGET):
             lines = candidate
             break
         questions.pop(0)  # the oldest question goes first

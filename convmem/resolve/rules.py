@@ -34,7 +34,7 @@ from convmem.resolve.references import (
     substitute_references,
     type_index,
 )
-from convmem.resolve.resolution import Resolution, label_text
+from convmem.resolve.resolution import Resolution, carry_focus, label_text
 from convmem.state import Focus, SessionState
 from convmem.text import (
     PERSONAL_PRONOUNS,
@@ -49,8 +49,9 @@ from convmem.text import (
 __all__ = ["RuleResolver"]
 
 
-def _find(domain: Domain, text: str) -> Flow[list[Mention]]:
-    """The catalog's mentions in ``text``: one lookup, ``find`` or ``afind`` by driver."""
+def find_mentions(domain: Domain, text: str) -> Flow[list[Mention]]:
+    """The catalog's mentions in ``text``: one lookup, ``find`` or ``afind`` by driver
+    (the structured resolver's too)."""
     catalog = domain.catalog
     return (yield from do(call(catalog.find, catalog.afind, text)))
 
@@ -86,7 +87,7 @@ class RuleResolver:
         self, question: str, state: SessionState, domain: Domain, today: date
     ) -> Flow[Resolution]:
         """The resolution, yielding its catalog lookups (``convmem.effects``)."""
-        mentions = yield from _find(domain, question)
+        mentions = yield from find_mentions(domain, question)
         cues = scan(question, mentions, domain, today)
         refs = [t for t in reference_tokens(question) if not overlaps(t.start, t.end, cues.taken)]
         ellipsis = elliptical_opener(question)
@@ -149,9 +150,8 @@ class RuleResolver:
                 or typed_refs
                 or reference_tokens(reading.question)
             )
-            and label_text(focus.label).lower() not in text.lower()
         ):
-            text = f"{text} (about {label_text(focus.label)})"
+            return carry_focus(text, focus)
         return text
 
     def _rewrite(self, reading: _Reading) -> Flow[str]:
@@ -174,7 +174,7 @@ class RuleResolver:
         domain, cues = reading.domain, reading.cues
         if cues.mentions:
             new = cues.mentions[0]
-            prev_mentions = yield from _find(domain, previous)
+            prev_mentions = yield from find_mentions(domain, previous)
             focus = reading.state.focus
             target = next(
                 (m for m in prev_mentions if focus is not None and focus.id in {e.id for e in m.candidates}),
@@ -190,7 +190,7 @@ class RuleResolver:
         changed = list(cues.filters) + sorted(cues.clears)
         if not changed:
             return None
-        prev_cues = scan(previous, (yield from _find(domain, previous)), domain, reading.today)
+        prev_cues = scan(previous, (yield from find_mentions(domain, previous)), domain, reading.today)
         text = previous
         spans: list[tuple[int, int, str]] = []
         extra: list[str] = []

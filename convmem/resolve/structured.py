@@ -23,13 +23,13 @@ from datetime import date
 
 from convmem.catalog import Mention
 from convmem.domain import Domain, PeriodFilter, VocabFilter
-from convmem.effects import Flow, aperform, call, do, perform
+from convmem.effects import Flow, aperform, perform
 from convmem.errors import ResolverError
 from convmem.periods import is_period_value
 from convmem.render import ID_TOKENS, NAME_TOKENS, inert, inert_label
 from convmem.resolve.cues import residual
 from convmem.resolve.resolution import Resolution, Resolver
-from convmem.resolve.rules import RuleResolver
+from convmem.resolve.rules import RuleResolver, find_mentions
 from convmem.state import FORMATS, SessionState
 
 __all__ = ["RESOLUTION_SCHEMA", "StructuredResolver"]
@@ -156,9 +156,8 @@ class StructuredResolver:
             raise ResolverError("'rewritten' must be a non-empty string")
         mentions: list[Mention] = []
         lowered = question.lower()
-        catalog = domain.catalog
         for name in _strings(data.get("entities"), "entities"):
-            found = yield from do(call(catalog.find, catalog.afind, name))
+            found = yield from find_mentions(domain, name)
             for m in found:
                 start = lowered.find(m.text.lower())
                 # a name the question does not contain (the model's own wording) spans nothing

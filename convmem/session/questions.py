@@ -91,15 +91,17 @@ def _quoted_ids(
     ]
     ids: set[str] = set()
     for q in _state_questions(record.state):
-        hits = [
-            mid
-            for mid, forms in rows
-            if q in forms or (len(q) >= MAX_QUESTION_CHARS and any(f.startswith(q) for f in forms))
-        ]
+        hits = [mid for mid, forms in rows if _stands_for(q, forms)]
         if not hits and q not in own:
             return None
         ids.update(hits)
     return sorted(ids)
+
+
+def _stands_for(q: str, texts: set[str]) -> bool:
+    """Whether the state's question ``q`` is one of ``texts``, or the cut-off start of
+    one (a question at ``MAX_QUESTION_CHARS`` may have been longer where it came from)."""
+    return q in texts or (len(q) >= MAX_QUESTION_CHARS and any(t.startswith(q) for t in texts))
 
 
 def _row_text(parts: Any) -> str:
@@ -117,7 +119,7 @@ def without_questions(state: SessionState, gone: set[str]) -> SessionState:
     def hit(q: str | None) -> bool:
         if not q:
             return False
-        return q in gone or (len(q) >= MAX_QUESTION_CHARS and any(g.startswith(q) for g in gone))
+        return _stands_for(q, gone)
 
     last = state.last_rewrite
     if hit(last) or (state.recent_questions and hit(state.recent_questions[-1])):

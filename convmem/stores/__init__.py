@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from convmem._lazy import lazy_names
 from convmem.stores.base import SessionStateStore, StoreStats, state_key
 from convmem.stores.memory import InMemorySessionStateStore
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
+if TYPE_CHECKING:
+    from convmem.stores.redis import (
+        RedisClusterSessionStateStore as RedisClusterSessionStateStore,
+    )
+    from convmem.stores.redis import RedisSessionStateStore as RedisSessionStateStore
 
 __all__ = [
     "InMemorySessionStateStore",
@@ -18,11 +22,8 @@ __all__ = [
     "state_key",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    # Redis backends import redis-py lazily so ``import convmem`` needs no extra.
-    if name in ("RedisSessionStateStore", "RedisClusterSessionStateStore"):
-        from convmem.stores import redis as _redis
-
-        return getattr(_redis, name)
-    raise AttributeError(f"module 'convmem.stores' has no attribute {name!r}")
+# Redis backends import redis-py on first use, so ``import convmem`` needs no extra;
+# they are reached by name and stay out of ``__all__``.
+__getattr__, __dir__ = lazy_names(
+    __name__, {".redis": ("RedisSessionStateStore", "RedisClusterSessionStateStore")}, __all__
+)
