@@ -290,15 +290,6 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
         yield (_INSERT_SEARCH, search[0] if len(search) == 1 else search)
 
 
-# PostgreSQL takes a whole chain in ONE statement (one round trip): lock the thread
-# row and read its active leaf (``FOR UPDATE``), take the sequence numbers and move
-# the pointer (``UPDATE ... RETURNING``; under READ COMMITTED a writer that waited
-# for the lock re-reads the row its predecessor committed), then insert the
-# messages and their search-index rows. No row comes back when the thread is not
-# the tenant's (or, for a bound turn, no longer the incarnation it began on), and
-# then nothing was written. The rows travel as one JSON
-# parameter, so the text (and psycopg's prepared plan) never changes with the
-# batch size.
 #: The chain's CTEs after the lock: ``{src}`` names the CTE holding the locked
 #: thread row (``id``, ``active_leaf``); ``th`` hands out the numbers, ``msg`` and
 #: ``search`` insert. Commit points 1 and 2 add their own CTEs to the same statement.
