@@ -40,7 +40,6 @@ MAX_INT = 2**31 - 1
 
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z")
 _SHA = re.compile(r"[0-9a-f]{64}\Z")
-_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
 _BAD_ID = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
