@@ -2,9 +2,10 @@
 
 For each (async source, sync target) pair below, the target is the source with
 ``async def``/``async with``/``async for`` made plain, ``await`` dropped, every method
-the source defines as ``async def aname`` (and the engine's plumbing twins in
-``RENAMES``) renamed to ``name``, and ``Async`` class names made ``Sync``. The target
-starts with a line saying it is generated and from what.
+the source defines as ``async def aname`` renamed to ``name``, and each name in
+``RENAMES`` (the engine's plumbing twins, the ``AsyncTwins`` class) renamed to its sync
+name; no other name changes. The target starts with a line saying it is generated
+and from what.
 
     python scripts/unasync.py          # write the targets
     python scripts/unasync.py --check  # exit 1, naming the file, if a target is stale

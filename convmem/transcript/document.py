@@ -30,7 +30,7 @@ from typing import Annotated, Any, ClassVar, TypeVar, get_origin, get_type_hints
 
 from convmem.identity import MAX_THREAD_ID_CHARS
 from convmem.transcript.errors import ImportRefused
-from convmem.transcript.export import FORMAT, VERSION, ts_to_str
+from convmem.transcript.export import FORMAT, VERSION, b64, ts_to_str
 from convmem.transcript.records import ROLES, VISIBILITIES
 
 #: Longest record id (message, thread, turn, ...): the id columns' width.
@@ -40,7 +40,6 @@ MAX_INT = 2**31 - 1
 
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z")
 _SHA = re.compile(r"[0-9a-f]{64}\Z")
-_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
 _BAD_ID = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
@@ -185,10 +184,6 @@ def timestamp(v: Any, path: str, lim: ImportLimits) -> datetime:
         raise ImportRefused(path, f"is not a real time: {exc}") from None
 
 
-def _ts_dump(v: datetime | None) -> str | None:
-    return ts_to_str(v)
-
-
 def choice(options: tuple[str, ...]) -> Check:
     """One of ``options``."""
 
@@ -298,13 +293,9 @@ def base64_data(v: Any, path: str, lim: ImportLimits) -> bytes:
         raise ImportRefused(path, "is not valid base64") from None
 
 
-def _b64_dump(v: bytes) -> str:
-    return base64.b64encode(v).decode("ascii")
-
-
 #: The timestamp fields' specs.
-TS = Spec(timestamp, dump=_ts_dump)
-TS_OR_NULL = Spec(nullable(timestamp), dump=_ts_dump)
+TS = Spec(timestamp, dump=ts_to_str)
+TS_OR_NULL = Spec(nullable(timestamp), dump=ts_to_str)
 
 
 # ---------------------------------------------------------------- records
@@ -358,7 +349,7 @@ class AttachmentDoc:
     sha256: Annotated[str, Spec(sha256_hex)]
     media_type: Annotated[str, Spec(label(200))]
     size: Annotated[int, Spec(integer(0))]
-    data_base64: Annotated[bytes, Spec(base64_data, dump=_b64_dump, column="data")]
+    data_base64: Annotated[bytes, Spec(base64_data, dump=b64, column="data")]
 
     section: ClassVar[str] = "attachments"
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 import os
 import tempfile
 import weakref
@@ -43,7 +42,6 @@ from convmem.transcript.records import (
     RetentionPolicy,
 )
 
-log = logging.getLogger("convmem.transcript")
 T = TypeVar("T")
 Progress = Callable[[int, int], None]
 _UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)

@@ -75,7 +75,7 @@ _INSERT_MESSAGES = sa.insert(MESSAGES)
 _INSERT_SEARCH = sa.insert(SEARCH)
 
 
-def missing_thread(tenant: str, thread_id: str, incarnation: str | None) -> ThreadNotFound:
+def missing_thread(tenant: str, thread_id: str, incarnation: str | None = None) -> ThreadNotFound:
     """``ThreadNotFound``, or ``ThreadDeleted`` for a write bound to an incarnation."""
     if incarnation is not None:
         return ThreadDeleted(
@@ -105,7 +105,7 @@ def read_thread(tenant: str, thread_id: str) -> Op[Mapping[str, Any]]:
     res = yield sa.select(THREADS).where(THREADS.c.id == thread_id, THREADS.c.tenant == tenant)
     row = res.mappings().first()
     if row is None:
-        raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
+        raise missing_thread(tenant, thread_id)
     return dict(row)
 
 
@@ -188,7 +188,7 @@ def read_path(
         res = yield (_PATH_FROM_MESSAGE, {**params, "b_from": from_message})
     rows = res.mappings().all()
     if not rows:
-        raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
+        raise missing_thread(tenant, thread_id)
     deepest = rows[0]
     if deepest["depth"] >= deepest["path_limit"] and deepest["parent_id"] is not None:
         raise corrupt_links(thread_id, rows[-1]["id"])
@@ -290,15 +290,6 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
         yield (_INSERT_SEARCH, search[0] if len(search) == 1 else search)
 
 
-# PostgreSQL takes a whole chain in ONE statement (one round trip): lock the thread
-# row and read its active leaf (``FOR UPDATE``), take the sequence numbers and move
-# the pointer (``UPDATE ... RETURNING``; under READ COMMITTED a writer that waited
-# for the lock re-reads the row its predecessor committed), then insert the
-# messages and their search-index rows. No row comes back when the thread is not
-# the tenant's (or, for a bound turn, no longer the incarnation it began on), and
-# then nothing was written. The rows travel as one JSON
-# parameter, so the text (and psycopg's prepared plan) never changes with the
-# batch size.
 #: The chain's CTEs after the lock: ``{src}`` names the CTE holding the locked
 #: thread row (``id``, ``active_leaf``); ``th`` hands out the numbers, ``msg`` and
 #: ``search`` insert. Commit points 1 and 2 add their own CTEs to the same statement.
@@ -518,7 +509,7 @@ def insert_chain(
         )
         next_seq = res.scalar()
         if next_seq is None:
-            raise ThreadNotFound(f"thread {thread_id!r} not found for tenant {tenant!r}")
+            raise missing_thread(tenant, thread_id)
         first_seq = int(next_seq) - len(rows)
     out = number_chain(rows, first_seq, parent)
     yield from add_attachment_refs(ctx, tenant, refs, blobs)
