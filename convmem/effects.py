@@ -21,10 +21,17 @@ that steps a generator and catches its ``StopIteration``. ``start`` takes a flow
 first request (``Next``) or its value (``Done``) before it is driven, for a driver
 that chooses how to answer by what is asked first (the transcript store runs a lone
 statement outside a transaction); ``drive(flow, handle, started=...)`` goes on from it.
+
+``together(*effects)`` is one effect made of several independent calls: the async
+driver awaits them concurrently (one wait on I/O instead of one per call, e.g. the
+session state's save and the record's commit point 1), the sync one makes them in
+turn. Each call's failure is its own: the result holds, per call, its value or the
+exception it raised (``Failed``), for the flow to take apart with ``value_of``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -32,6 +39,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 __all__ = [
     "Done",
     "Effect",
+    "Failed",
     "Flow",
     "Next",
     "adrive",
@@ -41,6 +49,8 @@ __all__ = [
     "drive",
     "perform",
     "start",
+    "together",
+    "value_of",
 ]
 
 T = TypeVar("T")
@@ -71,6 +81,48 @@ def call(
 ) -> Effect[T]:
     """The effect of calling ``sync`` or awaiting ``async_`` with these arguments."""
     return Effect(sync, async_, args, kwargs or None)
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """One call of a ``together`` effect that raised ``error``."""
+
+    error: Exception
+
+
+def value_of(outcome: T | Failed) -> T:
+    """A ``together`` call's value, or its exception raised again."""
+    if isinstance(outcome, Failed):
+        raise outcome.error
+    return outcome
+
+
+def _outcome(effect: Effect[Any]) -> Any:
+    try:
+        return effect.run()
+    except Exception as exc:
+        return Failed(exc)
+
+
+async def _aoutcome(effect: Effect[Any]) -> Any:
+    try:
+        return await effect.arun()
+    except Exception as exc:
+        return Failed(exc)
+
+
+def _run_all(*effects: Effect[Any]) -> tuple[Any, ...]:
+    return tuple(_outcome(e) for e in effects)
+
+
+async def _arun_all(*effects: Effect[Any]) -> tuple[Any, ...]:
+    return tuple(await asyncio.gather(*(_aoutcome(e) for e in effects)))
+
+
+def together(*effects: Effect[Any]) -> Effect[tuple[Any, ...]]:
+    """Independent calls as one effect: awaited concurrently by ``aperform``, made in
+    turn by ``perform``; the result has, per call in order, its value or ``Failed``."""
+    return Effect(_run_all, _arun_all, effects)
 
 
 #: A flow: yields effects, receives their results, returns ``T``.
