@@ -16,10 +16,12 @@
     ├── StateUnavailable            the session-state store is down and the store is strict
     ├── CorruptState (ValueError)   a stored state value does not decode
     ├── TranscriptUnavailable       the durable record cannot be written before a model call
+    ├── QuotedRedacted              commit point 1 quotes a message redacted since it was
+    │                               rendered: nothing written (SessionMemory renders again)
     └── RecordCorrupt               a stored thread breaks the record's invariants (a parent cycle)
 
 The transcript's errors (``ThreadExists``, ``ImportRefused``, ``ThreadNotFound``,
-``AttachmentNotFound``, ``ThreadDeleted``, ``RecordCorrupt``) live in ``convmem.transcript.errors`` and are
+``AttachmentNotFound``, ``ThreadDeleted``, ``QuotedRedacted``, ``RecordCorrupt``) live in ``convmem.transcript.errors`` and are
 exported by ``convmem.transcript``; the rest here and from ``convmem``. A caller that
 wants "does not exist" catches ``NotFound`` (or ``LookupError``), not ``ConfigError``:
 a missing thread is not a mistake in the call, and another tenant's thread looks

@@ -5,24 +5,26 @@ what the *model* is sent, through ``request.override``: the system prompt with t
 rendered session block appended, then the current turn (the user's question, the
 rewrite when ``rewrite=True`` (the default) or the turn answers a clarification
 (``TurnContext.sent_question``), and this turn's AI tool calls and tool results). The
-hooks map onto the façade's turn: ``before_model`` calls ``begin_turn`` on every step
-of the tool loop (idempotent per user message, keyed by the message id) and, when the
-turn is a clarification, answers with the clarifying ``AIMessage`` and ``jump_to:
-"end"`` so the model is never called, else hands its turn context to the model call
-right after it (``wrap_model_call`` begins the turn itself only when no
-``before_model`` did for this user message); ``wrap_tool_call`` feeds each tool result to
-``record_tool`` (a tool returning several candidates turns the turn into a
-clarification, which the next ``before_model`` returns, again without a model call);
-``after_agent`` calls ``end_turn`` with the final answer. Thread and tenant come from
+hooks map onto the façade's turn: ``wrap_model_call`` calls ``begin_turn`` on every
+step of the tool loop (idempotent per user message, keyed by the message id) and, when
+the turn is a clarification, answers with the clarifying ``AIMessage`` in place of the
+model, which is never called (no tool calls in it: the agent ends there);
+``wrap_tool_call`` feeds each tool result to ``record_tool`` (a tool returning several
+candidates turns the turn into a clarification, which the next model step returns,
+again without a model call); ``after_agent`` calls ``end_turn`` with the final answer.
+There is no ``before_model`` hook: it would be a graph node of its own on every step. Thread and tenant come from
 ``config["configurable"]`` (``thread_id``, ``tenant_id``; ``docs/tenancy.md``). Tool
 results are read by ``langchain_convmem.tool_results`` (``docs/tool-results.md``).
 
 With a transcript on the ``SessionMemory``, ``wrap_model_call`` records what the model
 is about to receive (system prompt, block, the question as sent, tool schemas, model
-and settings) with ``record_model_input`` right before calling it — commit point 1,
-once per turn (a failing model leaves it); each tool call and result goes to the
-record through ``record_tool`` (with the tool call id) and ``after_agent``'s
-``end_turn`` writes them with the answer — commit point 2.
+and settings) through ``begin_turn(model_call=...)`` right before calling it — commit
+point 1, once per turn (a failing model leaves it), in the same wait on I/O as the
+state's save; each tool call and result goes to the record through ``record_tool``
+(with the tool call id) and ``after_agent``'s ``end_turn`` writes them with the answer —
+commit point 2, with the state's last save. A turn waits on I/O three times: the
+state's load (with the record's binding when it is not kept from the thread's last
+turn), the save with commit point 1, commit point 2 with the last save.
 
 ``checkpoint="bounded"`` (opt-in; the default ``"full"`` leaves the checkpoint alone)
 makes ``after_agent``, once ``end_turn`` has recorded the turn, replace the checkpointed
@@ -43,7 +45,6 @@ from langchain.agents.middleware import (
     AgentState,
     ModelRequest,
     ModelResponse,
-    hook_config,
 )
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
@@ -56,6 +57,7 @@ from langgraph.types import Command
 from convmem.effects import Flow, aperform, call, do, perform
 from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
+from convmem.session.recording import ModelCallFor
 from langchain_convmem._common import (
     TenantMemories,
     answer_text,
@@ -105,47 +107,11 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.rewrite = rewrite
         self.checkpoint = checkpoint
         self.tools = []
-        # What before_model began, for the model call right after it (same step, same
-        # user message): (tenant, thread) -> (message id, question, turn context).
-        self._begun: dict[tuple[str, str], tuple[str | None, str, TurnContext]] = {}
 
     @property
     def memory(self) -> SessionMemory:
         """The memory the application passed in (its tenant is the default tenant)."""
         return self._memories.base
-
-    # ------------------------------------------------------------------ before_model
-
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Begin the turn (once per user message); a clarification ends it here."""
-        return perform(self._before_model(state))
-
-    @hook_config(can_jump_to=["end"])
-    async def abefore_model(
-        self, state: AgentState[Any], runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        return await aperform(self._before_model(state))
-
-    def _before_model(self, state: AgentState[Any]) -> Flow[dict[str, Any] | None]:
-        """A clarification ends the turn; a turn context waits for the model call."""
-        turn = _turn(state["messages"])
-        if turn is None:
-            return None
-        memory, thread = self._scope(get_config())
-        started = yield from _begin_turn(memory, thread, turn)
-        if isinstance(started, Clarification):
-            self._begun.pop((memory.tenant, thread), None)
-            return {"messages": [AIMessage(content=started.text)], "jump_to": "end"}
-        self._begun[(memory.tenant, thread)] = (turn[1], turn[0], started)
-        return None
-
-    def _taken_over(self, memory: SessionMemory, thread: str, turn: _Turn) -> TurnContext | None:
-        """The context ``before_model`` began for this model call (once), if it did."""
-        begun = self._begun.pop((memory.tenant, thread), None)
-        if begun is None or begun[0] != turn[1] or begun[1] != turn[0]:
-            return None
-        return begun[2]
 
     # ------------------------------------------------------------------ wrap_model_call
 
@@ -167,24 +133,23 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return sent if isinstance(sent, AIMessage) else await handler(sent)
 
     def _model_request(self, request: ModelRequest[Any]) -> Flow[ModelRequest[Any] | AIMessage]:
-        """What goes to the model (the compact request, its input recorded), or the
-        clarification answering instead of it (``before_model`` normally caught it)."""
+        """What goes to the model (the compact request, its input recorded in the same
+        wait on I/O as the state's save), or the clarification answering instead of it."""
         turn = _turn(request.state["messages"])
         if turn is None:
             return request
         memory, thread = self._scope(get_config())
-        started: Clarification | TurnContext | None = self._taken_over(memory, thread, turn)
-        if started is None:
-            started = yield from _begin_turn(memory, thread, turn)
+        made: list[ModelRequest[Any]] = []  # the request commit point 1 recorded, if it ran
+
+        def model_call(started: TurnContext) -> ModelCall:
+            made.append(self._compact(request, started))
+            return _model_call(request, made[-1])
+
+        recorded = model_call if memory.transcript is not None else None
+        started = yield from _begin_turn(memory, thread, turn, recorded)
         if isinstance(started, Clarification):
             return AIMessage(content=started.text)
-        compact = self._compact(request, started)
-        if memory.transcript is not None:
-            model_call = _model_call(request, compact)
-            yield from do(call(
-                memory.record_model_input, memory.arecord_model_input, thread, model_call
-            ))
-        return compact
+        return made[0] if made else self._compact(request, started)
 
     def _compact(self, request: ModelRequest[Any], started: TurnContext) -> ModelRequest[Any]:
         messages = list(request.messages)
@@ -248,7 +213,6 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if start is None:
             return None
         memory, thread = self._scope(get_config())
-        self._begun.pop((memory.tenant, thread), None)
         answer = answer_text(messages, start)
         yield from do(call(memory.end_turn, memory.aend_turn, thread, answer=answer))
         return self._bound(messages, start)
@@ -279,13 +243,13 @@ def _turn(messages: Sequence[BaseMessage]) -> _Turn | None:
 
 
 def _begin_turn(
-    memory: SessionMemory, thread: str, turn: _Turn
+    memory: SessionMemory, thread: str, turn: _Turn, model_call: ModelCallFor | None
 ) -> Flow[Clarification | TurnContext]:
     """``begin_turn`` for the user message ``turn`` (idempotent per message id)."""
     question, message_id, text = turn
     return (yield from do(call(
         memory.begin_turn, memory.abegin_turn, thread, question,
-        message_id=message_id, full_text=text,
+        message_id=message_id, full_text=text, model_call=model_call,
     )))
 
 

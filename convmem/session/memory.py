@@ -20,7 +20,7 @@ from convmem.errors import ConfigError
 from convmem.identity import check_tenant, check_thread_id, clean_text
 from convmem.policy import PolicyConfig
 from convmem.resolve import Resolver, RuleResolver
-from convmem.session.recording import RecordFlows, _OpenRecord
+from convmem.session.recording import ModelCallFor, RecordFlows, _OpenRecord
 from convmem.session.records import (
     Clarification,
     ModelCall,
@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the transcript (SQL) is imported only when one is configure
         NewMessage,
         RedactionReceipt,
         TranscriptStore,
+        TurnBinding,
         TurnRecord,
     )
 
@@ -111,6 +112,7 @@ class SessionMemory(RecordFlows):
         # Keyed by tenant too: per-tenant shallow copies (adapters) share these.
         self._threads = ThreadIds()
         self._open: dict[tuple[str, str], _OpenRecord] = {}
+        self._bindings: dict[tuple[str, str], tuple[TurnBinding, SessionState]] = {}
         self._turn_states: dict[tuple[str, str], SessionState] = {}
         # tenant -> this memory's view for it (shared by every view: see ``for_tenant``)
         self._tenants: dict[str, SessionMemory] = {tenant: self}
@@ -153,14 +155,16 @@ class SessionMemory(RecordFlows):
         *,
         message_id: str | None = None,
         today: date | None = None,
-        model_call: ModelCall | None = None,
+        model_call: ModelCall | ModelCallFor | None = None,
         full_text: str | None = None,
     ) -> Clarification | TurnContext:
         """Resolve the user's message and update the state; idempotent per message.
 
         With a transcript and ``model_call``, commit point 1 is written before this
-        returns (not for a clarification: the model is not called). ``full_text`` is
-        the whole message for the record when ``question`` is a cut of it.
+        returns (not for a clarification: the model is not called), in the same wait on
+        I/O as the state's save; ``model_call`` may be a function of the turn's context
+        (what the model is sent holds its block). ``full_text`` is the whole message
+        for the record when ``question`` is a cut of it.
         """
         self._check(thread_id, question)
         flow = self._turn_flow(
@@ -176,7 +180,7 @@ class SessionMemory(RecordFlows):
         *,
         message_id: str | None = None,
         today: date | None = None,
-        model_call: ModelCall | None = None,
+        model_call: ModelCall | ModelCallFor | None = None,
         full_text: str | None = None,
     ) -> Clarification | TurnContext:
         """Ask ``question`` in place of the recorded user message ``original_id``.
@@ -302,7 +306,7 @@ class SessionMemory(RecordFlows):
         *,
         message_id: str | None = None,
         today: date | None = None,
-        model_call: ModelCall | None = None,
+        model_call: ModelCall | ModelCallFor | None = None,
         full_text: str | None = None,
     ) -> Clarification | TurnContext:
         """The async twin of ``begin_turn``: the same flow; store, resolver and record awaited."""
@@ -320,7 +324,7 @@ class SessionMemory(RecordFlows):
         *,
         message_id: str | None = None,
         today: date | None = None,
-        model_call: ModelCall | None = None,
+        model_call: ModelCall | ModelCallFor | None = None,
         full_text: str | None = None,
     ) -> Clarification | TurnContext:
         """The async twin of ``edit_turn``: the same flow; record, resolver and store awaited."""

@@ -98,6 +98,22 @@ def _quoted_ids(
     return sorted(ids)
 
 
+def _quoted_forms(record: _OpenRecord, message_ids: tuple[str, ...]) -> set[str]:
+    """The forms (``_forms_of``) of the quoted user messages ``message_ids``, as the
+    turn's binding read them, but not the turn's own question."""
+    wanted = set(message_ids)
+    rows = () if record.binding is None else record.binding.recent_user_messages
+    gone: set[str] = set()
+    for r in rows:
+        if r["id"] in wanted:
+            gone |= _forms_of(_row_text(r["parts"]), r["extra"] or {})
+    ot = record.state.open_turn
+    gone -= {record.text, record.question}
+    if ot is not None:
+        gone -= {ot.question, ot.rewritten, ot.resolved_question}
+    return gone
+
+
 def _stands_for(q: str, texts: set[str]) -> bool:
     """Whether the state's question ``q`` is one of ``texts``, or the cut-off start of
     one (a question at ``MAX_QUESTION_CHARS`` may have been longer where it came from)."""

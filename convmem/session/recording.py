@@ -14,15 +14,16 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
-from convmem.effects import Flow, call, do
+from convmem.effects import Effect, Failed, Flow, call, do, together, value_of
 from convmem.errors import ConfigError, ConvMemError, TranscriptUnavailable
 from convmem.identity import clean_data, clean_text
 from convmem.session.questions import (
     _question_texts,
+    _quoted_forms,
     _quoted_ids,
     question_provenance,
     without_questions,
@@ -36,6 +37,9 @@ from convmem.session.records import (
     _optional_text,
 )
 from convmem.session.turns import (
+    MAX_TRIES,
+    MAX_TURN_STATES,
+    Alongside,
     TurnFlows,
     _no_io,
     _same_message,
@@ -57,6 +61,18 @@ if TYPE_CHECKING:  # the transcript (SQL) is imported only when one is configure
     from convmem.transcript.thread_ids import ThreadIds
 
 log = logging.getLogger("convmem.session")
+
+#: How many of a thread's last user messages a binding holds (``bind_turn``'s default).
+BOUND_QUESTIONS = 12
+
+#: A model call made from the turn's context (it sends the block the turn renders).
+ModelCallFor = Callable[[TurnContext], ModelCall]
+
+
+def _checked_call(made: object) -> ModelCall:
+    if not isinstance(made, ModelCall):
+        raise ConfigError(f"model_call must return a convmem.ModelCall, got {type(made).__name__}")
+    return made
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -87,6 +103,8 @@ class _OpenRecord:
     done: bool = False  # commit point 2 written
     edit: _Edit | None = None  # the question is a sibling of an earlier one
     binding: TurnBinding | None = None  # the thread (incarnation) the turn began on
+    asked: Message | None = None  # the user's message, once recorded
+    not_intact: tuple[str, ...] = ()  # quoted messages redacted before point 1 was written
 
     def same_turn(self, message_id: str | None, question: str) -> bool:
         return _same_message(message_id, question, self.message_id, self.question)
@@ -109,6 +127,9 @@ class RecordFlows(TurnFlows):
     stats: SessionStats
     _threads: ThreadIds
     _open: dict[tuple[str, str], _OpenRecord]
+    # (tenant, thread id) -> the binding of the thread's last turn ended here, and the
+    # state that turn saved (``_bind_flow``)
+    _bindings: dict[tuple[str, str], tuple[TurnBinding, SessionState]]
 
     # ------------------------------------------------------------------ the record (once)
 
@@ -118,26 +139,91 @@ class RecordFlows(TurnFlows):
         question: str,
         message_id: str | None,
         today: date,
-        call: ModelCall | None,
+        call: ModelCall | ModelCallFor | None,
         full_text: str | None,
         edit: _Edit | None = None,
     ) -> Flow[Clarification | TurnContext]:
-        if call is not None and not isinstance(call, ModelCall):
+        """A turn's beginning in two waits on I/O: the state's load with the record's
+        binding, then the state's save with commit point 1 (when ``call`` is given)."""
+        if call is not None and not (isinstance(call, ModelCall) or callable(call)):
             raise ConfigError(f"model_call must be a convmem.ModelCall, got {type(call).__name__}")
         question = clean_text(question)
         full_text = _optional_text(full_text, "full_text")
         restore = None if edit is None else edit.restore
-        binding = None
-        if self.transcript is not None:
-            binding = self._bound_here(thread_id, question, message_id, edit)
-            if binding is None:
-                binding = yield from self._bind_flow(thread_id)
-        started = yield from self._begin_flow(thread_id, question, message_id, today, restore)
         if self.transcript is None:
-            return started
+            return (yield from self._begin_flow(thread_id, question, message_id, today, restore))
+        loaded: SessionState | None = None
+        binding = self._bound_here(thread_id, question, message_id, edit)
+        if binding is None:
+            binding, loaded = yield from self._bind_flow(thread_id)
+
+        def side(new: SessionState, started: Clarification | TurnContext) -> Alongside | None:
+            record = self._note_turn(thread_id, new, full_text, edit, binding)
+            if call is None or record is None or binding is None or not isinstance(started, TurnContext):
+                return None
+            if record.record is not None or record.input_skipped:
+                return None
+            model_call = call if isinstance(call, ModelCall) else _checked_call(call(started))
+            return Alongside(
+                self._input_write(record, model_call, binding),
+                lambda written: self._input_written(thread_id, record, written),
+            )
+
+        started = yield from self._begin_flow(
+            thread_id, question, message_id, today, restore, loaded=loaded, side=side
+        )
         record = self._note_turn(thread_id, started.state, full_text, edit, binding)
-        if call is not None and record is not None and isinstance(started, TurnContext):
-            yield from self._commit_input(thread_id, record, call)
+        if call is None or record is None or not isinstance(started, TurnContext):
+            return started
+        recorded = yield from self._record_input(thread_id, record, call, started)
+        return started if recorded is None else recorded
+
+    def _record_input(
+        self,
+        thread_id: str,
+        record: _OpenRecord,
+        call: ModelCall | ModelCallFor,
+        started: TurnContext | None,
+    ) -> Flow[TurnContext | None]:
+        """Commit point 1 unless written already; when a quoted message was redacted
+        while the input was rendered, rendered again without it and written (at most
+        ``MAX_TRIES`` times). The turn's context as recorded."""
+        tries = 0
+        while True:
+            if record.not_intact:
+                if tries == MAX_TRIES:
+                    from convmem.transcript.errors import QuotedRedacted
+
+                    raise QuotedRedacted(list(record.not_intact))
+                started = self._without_redacted(thread_id, record)
+            if record.record is not None or record.input_skipped:
+                return started
+            tries += 1
+            if isinstance(call, ModelCall):
+                model_call = call
+            else:
+                assert started is not None  # a model call made from the context has one
+                model_call = _checked_call(call(started))
+            yield from self._commit_input(thread_id, record, model_call)
+
+    def _without_redacted(self, thread_id: str, record: _OpenRecord) -> TurnContext:
+        """The turn with the questions of its quoted messages that were redacted (after
+        its model input was rendered, before it was recorded) taken out: the redaction
+        reaches the block, the snapshot and this process's state of the open turn; the
+        stored state it reached itself, or it conflicts with our save and reloads."""
+        gone = _quoted_forms(record, record.not_intact)
+        record.not_intact = ()
+        scrubbed = without_questions(record.state, gone)
+        if scrubbed.open_turn is None:  # the turn's own question: cannot be taken out
+            from convmem.transcript.errors import QuotedRedacted
+
+            raise QuotedRedacted(sorted(gone))
+        record.state, record.block = scrubbed, block_for(scrubbed)
+        key = (self.tenant, thread_id)
+        if key in self._turn_states:
+            self._turn_states[key] = scrubbed
+        started = self._result(thread_id, scrubbed)
+        assert isinstance(started, TurnContext)
         return started
 
     def _edit_flow(
@@ -147,7 +233,7 @@ class RecordFlows(TurnFlows):
         question: str,
         message_id: str | None,
         today: date,
-        call: ModelCall | None,
+        call: ModelCall | ModelCallFor | None,
         full_text: str | None,
     ) -> Flow[Clarification | TurnContext]:
         if self.transcript is None:
@@ -226,19 +312,34 @@ class RecordFlows(TurnFlows):
                 f"record_model_input: thread {thread_id!r} has no turn in progress; "
                 "call begin_turn first"
             )
-        return (yield from self._commit_input(thread_id, record, call))
+        yield from self._record_input(thread_id, record, call, None)
+        return record.record
 
     def _finish_flow(self, thread_id: str, answer: str | None) -> Flow[SessionState]:
+        """Commit point 2 and the state's last save of the turn, in one wait on I/O."""
         answer = _optional_text(answer, "answer")
         record: _OpenRecord | None = None
         if self.transcript is not None:
             record = yield from self._open_record(thread_id)
-            if record is not None and not record.done:
-                yield from self._commit_answer(thread_id, record, answer)
-        state = yield from self._end_flow(thread_id)
+        open_record = record if record is not None and not record.done else None
+
+        def side(new: SessionState, result: SessionState) -> Alongside | None:
+            if open_record is None or open_record.binding is None:
+                return None
+            return Alongside(
+                self._answer_write(open_record, answer, open_record.binding),
+                lambda written: self._answer_written(thread_id, open_record, written),
+            )
+
+        own = None if record is None else record.state.open_turn
+        state = yield from self._end_flow(thread_id, side, own)
+        if open_record is not None and not open_record.done:
+            yield from self._commit_answer(thread_id, open_record, answer)
         key = (self.tenant, thread_id)
         if record is not None and self._open.get(key) is record:
             del self._open[key]
+        if open_record is not None:
+            self._keep_binding(key, open_record, state)
         return state
 
     def _note_turn(
@@ -280,39 +381,82 @@ class RecordFlows(TurnFlows):
     def _commit_input(
         self, thread_id: str, record: _OpenRecord, model_call: ModelCall
     ) -> Flow[TurnRecord | None]:
-        """Commit point 1: the user's message and the model input, once per turn, into
-        the thread the turn began on (``ThreadDeleted`` if it was deleted since)."""
+        """Commit point 1 on its own (``record_model_input``, or a turn whose binding
+        was not at hand when its state was saved): once per turn."""
+        from convmem.transcript.errors import QuotedRedacted
+
         if record.record is not None or record.input_skipped:
             return record.record
+        written: TurnRecord | Failed
+        try:
+            binding = yield from self._turn_binding(thread_id, record)
+            written = yield from do(self._input_write(record, model_call, binding))
+        except (TranscriptUnavailable, QuotedRedacted) as exc:
+            written = Failed(exc)
+        self._input_written(thread_id, record, written)
+        return record.record
+
+    def _input_write(
+        self, record: _OpenRecord, model_call: ModelCall, binding: TurnBinding
+    ) -> Effect[TurnRecord]:
+        """Commit point 1: the user's message and the model input, into the thread the
+        turn began on (``ThreadDeleted`` if it was deleted since)."""
         from convmem.transcript import ModelInput
 
         mc, t = model_call, self._transcript()
-        user = self._user_message(record, mc.sent_question)
-        try:
-            binding = yield from self._turn_binding(thread_id, record)
-            model_input = ModelInput(
-                rendered_block=record.block if mc.block is None else mc.block,
-                state_snapshot=state_to_dict(record.state),
-                sent_message_ids=mc.history_ids,
-                system_prompt=mc.system_prompt,
-                tool_schemas=[dict(s) for s in mc.tool_schemas],
-                model=mc.model,
-                model_params=dict(mc.model_params),
-                quoted_message_ids=_quoted_ids(record, mc, binding),
-            )
-            record.record = yield from do(call(
-                t.begin_turn_record, t.abegin_turn_record,
-                self.tenant, binding.thread.id, user, model_input,
-                incarnation=binding.thread.incarnation, **_placement(record),
-            ))
-        except TranscriptUnavailable as exc:  # ThreadDeleted too: nothing was written
-            self._unrecorded(thread_id, "commit point 1 (user message and model input)", exc)
+        model_input = ModelInput(
+            rendered_block=record.block if mc.block is None else mc.block,
+            state_snapshot=state_to_dict(record.state),
+            sent_message_ids=mc.history_ids,
+            system_prompt=mc.system_prompt,
+            tool_schemas=[dict(s) for s in mc.tool_schemas],
+            model=mc.model,
+            model_params=dict(mc.model_params),
+            quoted_message_ids=_quoted_ids(record, mc, binding),
+        )
+        return call(
+            t.begin_turn_record, t.abegin_turn_record,
+            self.tenant, binding.thread.id, self._user_message(record, mc.sent_question),
+            model_input, incarnation=binding.thread.incarnation, **_placement(record),
+        )
+
+    def _input_written(
+        self, thread_id: str, record: _OpenRecord, written: TurnRecord | Failed
+    ) -> bool:
+        """Commit point 1's outcome: the turn's record; or (ThreadDeleted too: nothing
+        was written) the failure raised or, degrading, noted and skipped; or the quoted
+        messages redacted meanwhile, for the turn to be rendered again without them."""
+        from convmem.transcript.errors import QuotedRedacted
+
+        if isinstance(written, Failed) and isinstance(written.error, QuotedRedacted):
+            record.not_intact = tuple(written.error.message_ids)
+            return False
+        if isinstance(written, Failed) and isinstance(written.error, TranscriptUnavailable):
+            self._unrecorded(thread_id, "commit point 1 (user message and model input)",
+                             written.error)
             record.input_skipped = True
-        return record.record
+            return False
+        record.record = value_of(written)
+        record.asked = record.record.user_message
+        return True
 
     def _commit_answer(
         self, thread_id: str, record: _OpenRecord, answer: str | None
     ) -> Flow[None]:
+        """Commit point 2 on its own (the state had nothing to save with it)."""
+        from convmem.transcript.errors import ThreadNotFound
+
+        written: list[Message] | Failed
+        try:
+            binding = yield from self._turn_binding(thread_id, record)
+            written = yield from do(self._answer_write(record, answer, binding))
+        except (TranscriptUnavailable, ThreadNotFound) as exc:
+            written = Failed(exc)
+        self._answer_written(thread_id, record, written)
+
+    def _answer_write(
+        self, record: _OpenRecord, answer: str | None, binding: TurnBinding
+    ) -> Effect[list[Message]]:
         """Commit point 2: tool calls, results and the answer, linked to point 1.
 
         Without point 1 (a clarification: no model call; or point 1 was skipped) the
@@ -320,33 +464,44 @@ class RecordFlows(TurnFlows):
         into the thread the turn began on: after a deletion it writes nothing.
         """
         from convmem.transcript import NewMessage
-        from convmem.transcript.errors import ThreadNotFound
 
         t = self._transcript()
         messages = list(record.tools)
         if answer is not None:
             messages.append(NewMessage(role="assistant", content=answer))
-        try:
-            binding = yield from self._turn_binding(thread_id, record)
-            incarnation = binding.thread.incarnation
-            if record.record is not None:
-                turn = record.record
-                yield from do(call(
-                    t.complete_turn, t.acomplete_turn,
-                    self.tenant, turn.thread_id, turn.turn_id, messages, incarnation=incarnation,
-                ))
-            else:
-                user = self._user_message(record, None)
-                yield from do(call(
-                    t.append, t.aappend, self.tenant, binding.thread.id, [user, *messages],
-                    incarnation=incarnation, **_placement(record),
-                ))
-        except TranscriptUnavailable as exc:  # ThreadDeleted too: nothing was written
-            self._unrecorded(thread_id, "commit point 2 (tool calls, results, answer)", exc)
-        except ThreadNotFound:
+        incarnation = binding.thread.incarnation
+        if record.record is not None:
+            turn = record.record
+            return call(
+                t.complete_turn, t.acomplete_turn,
+                self.tenant, turn.thread_id, turn.turn_id, messages, incarnation=incarnation,
+            )
+        user = self._user_message(record, None)
+        return call(
+            t.append, t.aappend, self.tenant, binding.thread.id, [user, *messages],
+            incarnation=incarnation, **_placement(record),
+        )
+
+    def _answer_written(
+        self, thread_id: str, record: _OpenRecord, written: list[Message] | Failed
+    ) -> bool:
+        """Commit point 2's outcome: the turn is done with the record either way, once
+        a failure is raised or, degrading, noted."""
+        from convmem.transcript.errors import ThreadNotFound
+
+        if not isinstance(written, Failed):
+            if record.record is None and written:
+                record.asked = written[0]  # the user's message, written with the answer
+        elif isinstance(written.error, TranscriptUnavailable):  # ThreadDeleted too
+            self._unrecorded(thread_id, "commit point 2 (tool calls, results, answer)",
+                             written.error)
+        elif isinstance(written.error, ThreadNotFound):
             log.warning("thread %r: its record was deleted during the turn; "
                         "the rest of the turn is not recorded", thread_id)
+        else:
+            raise written.error
         record.done = True
+        return not isinstance(written, Failed)
 
     def _bound_here(
         self, thread_id: str, question: str, message_id: str | None, edit: _Edit | None
@@ -359,19 +514,49 @@ class RecordFlows(TurnFlows):
             return None
         return found.binding if found.same_turn(message_id, question) else None
 
-    def _bind_flow(self, thread_id: str) -> Flow[TurnBinding | None]:
-        """Bind a beginning turn to its thread: the key's thread (created if need be)
-        and its incarnation, which every write of the turn must find again, so a turn
-        that began before ``delete_thread`` never writes afterwards. One read per turn.
-        A record that cannot be reached now is bound at its first commit point instead
-        (a state-only ``begin_turn`` never fails on the record)."""
+    def _bind_flow(self, thread_id: str) -> Flow[tuple[TurnBinding | None, SessionState | None]]:
+        """Bind a beginning turn to its thread, and load the state for it: one wait.
+
+        The binding is the key's thread (created if need be) and its incarnation, which
+        every write of the turn must find again, so a turn that began before
+        ``delete_thread`` never writes afterwards. It is read together with the state;
+        when this process ended the thread's last turn and the loaded state is the one
+        it saved then (equal, version and turn count too: nobody wrote the state since,
+        so nobody deleted or redacted the thread either, as both reach the state), the
+        binding it kept then is used and only the state is read. A record that cannot be reached now is bound at its first commit point
+        instead (a state-only ``begin_turn`` never fails on the record)."""
         t = self._transcript()
-        try:
-            binding = yield from do(call(t.bind_turn, t.abind_turn, self.tenant, thread_id))
-        except TranscriptUnavailable:
-            return None
+        key = (self.tenant, thread_id)
+        bind = call(t.bind_turn, t.abind_turn, self.tenant, thread_id)
+        kept = self._bindings.pop(key, None)
+        loaded: SessionState | None
+        if kept is not None:
+            loaded = yield from do(self._load(thread_id))
+            if loaded is not None and loaded == kept[1]:
+                return kept[0], loaded
+            (bound,) = yield from do(together(bind))
+        else:
+            bound, got = yield from do(together(bind, self._load(thread_id)))
+            loaded = value_of(got)
+        if isinstance(bound, Failed) and isinstance(bound.error, TranscriptUnavailable):
+            return None, loaded
+        binding: TurnBinding = value_of(bound)
         self._threads.remember(self.tenant, thread_id, binding.thread.id)
-        return binding
+        return binding, loaded
+
+    def _keep_binding(self, key: tuple[str, str], record: _OpenRecord, saved: SessionState) -> None:
+        """After a turn recorded here whose end saved ``saved``: its binding with the
+        turn's question first, for the thread's next turn (``_bind_flow``)."""
+        if record.binding is None or record.asked is None or not record.done:
+            return
+        asked = record.asked
+        row = {"id": asked.id, "parts": [{"kind": "text", "text": asked.text}],
+               "extra": dict(asked.extra)}
+        recent = (row, *record.binding.recent_user_messages)[:BOUND_QUESTIONS]
+        kept = self._bindings
+        kept[key] = (replace(record.binding, recent_user_messages=recent), saved)
+        if len(kept) > MAX_TURN_STATES:
+            kept.pop(next(iter(kept)), None)  # oldest first
 
     def _turn_binding(self, thread_id: str, record: _OpenRecord) -> Flow[TurnBinding]:
         """The turn's binding; bound now if it began elsewhere or the record was down."""
@@ -462,6 +647,7 @@ class RecordFlows(TurnFlows):
         t = self.transcript
         if t is not None:
             self._open.pop(key, None)
+            self._bindings.pop(key, None)
             receipt = yield from self._on_thread(thread_id, t.delete_thread, t.adelete_thread)
             self._threads.forget(self.tenant, thread_id)
         self._turn_states.pop(key, None)
@@ -477,6 +663,7 @@ class RecordFlows(TurnFlows):
             thread_id, t.redact, t.aredact, message_id,
             actor=actor, reason=reason, replacement=replacement,
         )
+        self._bindings.pop((self.tenant, thread_id), None)  # it may hold the text
         gone = _question_texts(found)
         if not gone:
             return receipt

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any, TypeVar
 
 from convmem.domain import Domain
-from convmem.effects import Effect, Flow, call, do
+from convmem.effects import Effect, Flow, call, do, together, value_of
 from convmem.errors import ConfigError, VersionConflict
 from convmem.identity import clean_data, clean_text
 from convmem.policy import (
@@ -46,6 +46,22 @@ MAX_TURN_STATES = 4096
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Alongside:
+    """A write made together with a flow's first save (one wait on I/O for both): the
+    record's commit point at the same step of the turn. ``settle`` takes its outcome
+    (its value or ``Failed``) before the save's is looked at, and says whether it
+    was written."""
+
+    effect: Effect[Any]
+    settle: Callable[[Any], bool]
+
+
+#: What gives the write to make with a try's save, from the state to save and the
+#: try's result (``None``: nothing to make).
+Side = Callable[[SessionState, Any], Alongside | None]
 
 
 def _same_message(
@@ -131,6 +147,8 @@ class TurnFlows:
         what: str,
         *,
         recent: bool = True,
+        loaded: SessionState | None = None,
+        side: Side | None = None,
     ) -> Flow[T]:
         """The one compare-and-set loop: load, compute, save over the loaded version; on a
         conflict reload and recompute (``MAX_TRIES`` tries, then go on unsaved and log).
@@ -139,28 +157,44 @@ class TurnFlows:
         plain function) returning the state to save (``None``: nothing to save) and the
         result; a result carrying the saved state gets its new version. ``recent``: the
         first try may start from this process's last save of the open turn
-        (``_turn_states``) instead of loading it."""
+        (``_turn_states``) instead of loading it; ``loaded``: the first try starts from
+        this state, loaded by the caller (with the record's binding, in one wait).
+        ``side``: a write to make together with the first try's save (``Alongside``);
+        once it is written, the first try's result is the flow's even if the save
+        conflicts and a later try saves: what was written with it (the model input)
+        is what the caller goes on with."""
         result: T | None = None
+        first: T | None = None  # the first try's result, when its side write was written
         key = (self.tenant, thread_id)
         for attempt in range(1, MAX_TRIES + 1):
-            loaded = self._turn_states.get(key) if recent and attempt == 1 else None
-            if loaded is None:
-                loaded = yield from do(self._load(thread_id))
-            current = loaded if loaded is not None else SessionState()
+            current: SessionState | None = None
+            if attempt == 1:
+                current = loaded if loaded is not None else (
+                    self._turn_states.get(key) if recent else None)
+            if current is None:
+                current = (yield from do(self._load(thread_id))) or SessionState()
             new, result = yield from compute(current)
             if new is None:
-                return result
+                return result if first is None else first
             self._turn_states.pop(key, None)  # kept again only if this save lands
+            save = self._save(thread_id, new, current.version)
+            extra = side(new, result) if side is not None and attempt == 1 else None
             try:
-                version = yield from do(self._save(thread_id, new, current.version))
+                if extra is None:
+                    version = yield from do(save)
+                else:
+                    saved, outcome = yield from do(together(save, extra.effect))
+                    if extra.settle(outcome):
+                        first = result
+                    version = value_of(saved)
             except VersionConflict:
                 log.debug("%s: version conflict (try %d of %d)", what, attempt, MAX_TRIES)
                 continue
             self._keep_turn_state(key, new, version)
-            return _with_version(result, version)
+            return _with_version(result if first is None else first, version)
         log.warning("%s: gave up saving after %d version conflicts; going on unsaved", what, MAX_TRIES)
         assert result is not None
-        return result
+        return result if first is None else first
 
     def _keep_turn_state(self, key: tuple[str, str], state: SessionState, version: int) -> None:
         """Remember a saved state while its turn is open (see ``_turn_states``)."""
@@ -178,9 +212,14 @@ class TurnFlows:
         message_id: str | None,
         today: date,
         restore: Callable[[SessionState], SessionState] | None = None,
+        *,
+        loaded: SessionState | None = None,
+        side: Side | None = None,
     ) -> Flow[Clarification | TurnContext]:
         """``restore`` (an edit) maps the loaded state to the one the turn starts from;
-        the result is saved over the loaded one in the same compare-and-set."""
+        the result is saved over the loaded one in the same compare-and-set. ``loaded``
+        and ``side``: as ``_save_with_retry`` takes them (``side`` gets the turn's
+        result as ``_result`` makes it)."""
         resolved: dict[int, tuple[str, Resolution]] = {}
 
         def compute(current: SessionState) -> Flow[tuple[SessionState | None, SessionState]]:
@@ -226,7 +265,10 @@ class TurnFlows:
             return new, new
 
         state = yield from self._save_with_retry(
-            thread_id, compute, f"begin_turn {thread_id}", recent=restore is None)
+            thread_id, compute, f"begin_turn {thread_id}", recent=restore is None,
+            loaded=loaded,
+            side=None if side is None else (lambda new, _: side(new, self._result(thread_id, new))),
+        )
         return self._result(thread_id, state)
 
     def _result(self, thread_id: str, state: SessionState) -> Clarification | TurnContext:
@@ -275,11 +317,21 @@ class TurnFlows:
         what = f"record_tool {thread_id}"
         return (yield from self._save_with_retry(thread_id, _no_io(compute), what))
 
-    def _end_flow(self, thread_id: str) -> Flow[SessionState]:
+    def _end_flow(
+        self, thread_id: str, side: Side | None = None, own: OpenTurn | None = None
+    ) -> Flow[SessionState]:
+        """Close the open turn; with ``own`` (the turn this process began), only that
+        one: after ``delete_thread`` the key's open turn may be a new conversation's."""
+        if own is None:
+            kept = self._turn_states.get((self.tenant, thread_id))
+            own = None if kept is None else kept.open_turn
+
         def compute(current: SessionState) -> tuple[SessionState | None, SessionState]:
-            if current.open_turn is None:
+            ot = current.open_turn
+            if ot is None or (own is not None and not _same_message(
+                    own.message_id, own.question, ot.message_id, ot.question)):
                 return None, current
             new = current.evolve(open_turn=None)
             return new, new
 
-        return (yield from self._save_with_retry(thread_id, _no_io(compute), "end_turn"))
+        return (yield from self._save_with_retry(thread_id, _no_io(compute), "end_turn", side=side))

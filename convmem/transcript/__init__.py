@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from convmem.transcript.errors import (
         AttachmentNotFound,
         ImportRefused,
+        QuotedRedacted,
         RecordCorrupt,
         ThreadDeleted,
         ThreadExists,
@@ -54,6 +55,7 @@ _HOMES = {
     ".errors": (
         "AttachmentNotFound",
         "ImportRefused",
+        "QuotedRedacted",
         "RecordCorrupt",
         "ThreadDeleted",
         "ThreadExists",
@@ -73,6 +75,7 @@ __all__ = [
     "ModelInput",
     "NewMessage",
     "Part",
+    "QuotedRedacted",
     "ReconstructedInput",
     "RecordCorrupt",
     "RedactionReceipt",

@@ -31,6 +31,20 @@ class ThreadDeleted(ThreadNotFound, TranscriptUnavailable):
     """
 
 
+class QuotedRedacted(ConvMemError):
+    """Commit point 1 lost a race with a redaction: a message its model input quotes
+    (``ModelInput.quoted_message_ids``) was redacted after the input was rendered.
+    Nothing was written; ``message_ids`` are the quoted messages no longer intact.
+    ``SessionMemory`` takes their questions out of the turn and records it again."""
+
+    def __init__(self, message_ids: list[str]) -> None:
+        super().__init__(
+            f"model input not recorded: it quotes message(s) {', '.join(message_ids)}, "
+            "redacted since it was rendered; render it again without them"
+        )
+        self.message_ids = message_ids
+
+
 class ImportRefused(ConfigError):
     """An import document was refused; ``path`` is the JSON path of the first problem."""
 

@@ -15,6 +15,7 @@ PUBLIC = {
     "convmem.transcript": [
         "AttachmentNotFound", "AttachmentPart", "DeletionReceipt", "DerivedMemory",
         "ImportLimits", "ImportRefused", "Message", "ModelInput", "NewMessage", "Part",
+        "QuotedRedacted",
         "ReconstructedInput", "RecordCorrupt", "RedactionReceipt", "RetentionPolicy",
         "SearchHit", "SweepReport", "TextPart", "Thread", "ThreadDeleted", "ThreadExists",
         "ThreadNotFound", "ThreadTree", "ToolCallPart", "ToolResultPart", "TranscriptStore",

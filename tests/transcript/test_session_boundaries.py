@@ -8,7 +8,11 @@ in flight. SQLite and PostgreSQL, sync and async (the fixtures of
   through the quote links, and through the renderer's forms for rows without links;
 - finding 6: a turn that began before ``delete_thread`` (in another worker) writes
   nothing afterwards, whether it had written commit point 1 or not, and also not into
-  the same export imported again; a new conversation under the key starts clean.
+  the same export imported again; a new conversation under the key starts clean, and
+  the old turn's ``end_turn`` does not close the new conversation's open turn
+  (issue 22, finding 7);
+- a question redacted by another worker while a turn quoting it is open is not
+  recorded with that turn's model input (issue 22, finding 2).
 """
 
 from __future__ import annotations
@@ -182,6 +186,50 @@ def test_a_turn_past_commit_point_one_cannot_finish_after_delete_thread(
     assert set(_rows(transcript, tenant).values()) == {0}
 
 
+@pytest.mark.parametrize("on_error", ["raise", "degrade"])
+def test_a_turn_ended_after_delete_thread_ends_nothing_but_itself(
+    transcript: TranscriptStore, tenant: str, on_error: str,
+    workers: Callable[[str], tuple[Any, Any]],
+) -> None:
+    """Issue 22, finding 7: the new conversation's open turn on the same key survives
+    the old turn's ``end_turn`` (whose record is refused), and so do its questions."""
+    eraser, worker = workers(on_error)
+    worker.begin_turn("th", "Who's their rep?", today=TODAY, model_call=CALL)
+    eraser.delete_thread("th")
+    eraser.begin_turn("th", "Pull up Harbor Logistics.", today=TODAY, model_call=CALL)
+    _refused(worker, on_error, lambda: worker.end_turn("th", answer="Dana Whitfield."))
+    state = eraser.memory.get_state("th")
+    assert state is not None and state.open_turn is not None
+    assert state.open_turn.question == "Pull up Harbor Logistics."
+    eraser.end_turn("th", answer="Here it is.")
+    tid = eraser.transcript_thread_id("th")
+    assert [m.text for m in eraser.store("active_path", tenant, tid)] == [
+        "Pull up Harbor Logistics.", "Here it is."]
+
+
+def test_a_question_redacted_elsewhere_while_a_turn_is_open_is_not_recorded_with_it(
+    transcript: TranscriptStore, tenant: str, workers: Callable[[str], tuple[Any, Any]],
+) -> None:
+    """Issue 22, finding 2: another worker redacts a question the open turn's block
+    quotes, before the turn's model input is recorded; the input is recorded (and
+    what the caller goes on with is) without it, and the export does not hold it."""
+    eraser, worker = workers("raise")
+    secret = "What did they order last quarter?"
+    started = worker.begin_turn("th", "Who's their rep?", today=TODAY)  # not recorded yet
+    assert secret in started.block
+    tid = eraser.transcript_thread_id("th")
+    (asked,) = [m for m in eraser.store("active_path", tenant, tid) if m.text == secret]
+    eraser.redact("th", asked.id, actor="dpo", reason="erasure request")
+    record = worker.record_model_input("th", CALL)
+    assert record is not None
+    made = worker.store("reconstruct_model_input", tenant, tid, record.turn_id)
+    assert secret not in made.rendered_block and secret not in repr(made.state_snapshot)
+    assert secret not in repr(worker.store("export_thread", tenant, tid))
+    assert secret not in worker.memory.block("th")
+    worker.end_turn("th", answer="Dana Whitfield.")
+    assert secret not in repr(worker.store("export_thread", tenant, tid))
+
+
 def test_a_reimported_thread_is_not_the_one_a_turn_in_flight_began_on(
     tenant: str, workers: Callable[[str], tuple[Any, Any]]
 ) -> None:
@@ -196,14 +244,8 @@ def test_a_reimported_thread_is_not_the_one_a_turn_in_flight_began_on(
     assert eraser.store("export_thread", tenant, tid) == export  # nothing was added
 
 
-def test_binding_a_turn_is_one_read_per_turn(
-    make: Any, transcript: TranscriptStore, tenant: str
-) -> None:
-    """What binding costs: one statement per turn, before the state is saved (on
-    PostgreSQL one autocommit round trip; the commit points are unchanged)."""
-    t = make(transcript)
-    t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
-    t.end_turn("th", answer="Found it.")
+def _statements(transcript: TranscriptStore, run: Callable[[], Any]) -> list[str]:
+    """The SQL statements ``run()`` sends through ``transcript`` (first words, no BEGIN/COMMIT)."""
     seen: list[str] = []
 
     def count(_conn: Any, _cur: Any, statement: str, *_rest: Any) -> None:
@@ -214,11 +256,31 @@ def test_binding_a_turn_is_one_read_per_turn(
     for engine in engines:
         sa.event.listen(engine, "before_cursor_execute", count)
     try:
-        t.begin_turn("th", "Who's their rep?", today=TODAY)  # state only: just the binding
+        run()
     finally:
         for engine in engines:
             sa.event.remove(engine, "before_cursor_execute", count)
-    assert [s for s in seen if s != "BEGIN" and s != "COMMIT"] == ["SELECT"]
+    return [s for s in seen if s != "BEGIN" and s != "COMMIT"]
+
+
+def test_binding_a_turn_is_one_read_at_most(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    """What binding costs: nothing when this process ended the thread's last turn and
+    the state is still the one it saved; else one statement (on PostgreSQL one
+    autocommit round trip), read with the state."""
+    shared = InMemorySessionStateStore()
+    t = make(transcript, shared)
+    other = make(transcript, shared)
+    t.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY, model_call=CALL)
+    t.end_turn("th", answer="Found it.")
+    # state only: the binding kept from the last turn, no statement
+    assert _statements(transcript, lambda: t.begin_turn("th", "Who's their rep?", today=TODAY)) == []
+    t.end_turn("th", answer="Dana.")
+    other.begin_turn("th", "And their phone?", today=TODAY)  # the state moved elsewhere
+    other.end_turn("th", answer="555-0100.")
+    seen = _statements(transcript, lambda: t.begin_turn("th", "Their email?", today=TODAY))
+    assert seen == ["SELECT"]
 
 
 def test_model_call_block_of_its_own_leaves_links_unknown(

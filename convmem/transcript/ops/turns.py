@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from convmem.errors import ConfigError
 from convmem.identity import check_id, clean_text
-from convmem.transcript.errors import ThreadNotFound
+from convmem.transcript.errors import QuotedRedacted, ThreadNotFound
 from convmem.transcript.ids import new_id
 from convmem.transcript.models import (
     MESSAGES,
@@ -102,11 +102,24 @@ def bind_turn(tenant: str, key: str, recent: int) -> Op[tuple[Thread, list[JSOND
     return to_thread(rows[0]), users[:recent]
 
 # Commit point 1 on PostgreSQL in ONE statement (``Alone``: one round trip, no
-# BEGIN/COMMIT): the chain of ``_PG_INSERT_CHAIN`` for the user message, then the
-# template (once per tenant and text) and the turn row, both only if the thread row
-# was locked (they select from ``th``). No row back: nothing was written.
+# BEGIN/COMMIT): lock the thread row, then the messages the model input quotes that
+# are still intact (``FOR SHARE`` after the thread's lock, as redaction takes them: a
+# redaction committed meanwhile is seen, the row re-read); only if all are (``ok``)
+# the chain of ``_PG_INSERT_CHAIN`` for the user message, then the template (once per
+# tenant and text) and the turn row (they select from ``th``). The last row says
+# which: the first number, whether the thread was there, the quoted ids not intact.
 _PG_BEGIN_TURN = sa.text(
-    "WITH" + PG_LOCK_CTE + "," + PG_CHAIN_CTES.format(src="locked") + """, tpl AS (
+    "WITH" + PG_LOCK_CTE + """, quoted AS (
+    SELECT DISTINCT q.id FROM json_array_elements_text(CAST(:quoted_ids AS json)) AS q(id)
+), intact AS (
+    SELECT m.id FROM convmem_messages AS m, locked
+    WHERE m.tenant = :tenant AND m.thread_id = locked.id AND m.redacted_at IS NULL
+        AND m.id IN (SELECT id FROM quoted)
+    FOR SHARE OF m
+), ok AS (
+    SELECT locked.id, locked.active_leaf FROM locked
+    WHERE (SELECT count(*) FROM intact) = (SELECT count(*) FROM quoted)
+),""" + PG_CHAIN_CTES.format(src="ok") + """, tpl AS (
     INSERT INTO convmem_templates (tenant, sha256, text)
     SELECT :tenant, CAST(:sha AS text), :prompt FROM th WHERE CAST(:sha AS text) IS NOT NULL
     ON CONFLICT DO NOTHING
@@ -120,9 +133,32 @@ _PG_BEGIN_TURN = sa.text(
         CAST(:quoted_message_ids AS json)
     FROM th
 )
-SELECT first_seq, parent_id FROM th
+SELECT (SELECT first_seq FROM th), (SELECT parent_id FROM th), EXISTS (SELECT 1 FROM locked),
+    (SELECT json_agg(id ORDER BY id) FROM quoted WHERE id NOT IN (SELECT id FROM intact))
 """
 )
+
+#: The quoted messages of a model input still intact (the transactional path, after
+#: the thread's lock: every statement there sees what committed before it).
+_INTACT = sa.select(MESSAGES.c.id).where(
+    MESSAGES.c.tenant == sa.bindparam("q_tenant"),
+    MESSAGES.c.thread_id == sa.bindparam("q_thread_id"),
+    MESSAGES.c.redacted_at.is_(None),
+    MESSAGES.c.id.in_(sa.bindparam("q_ids", expanding=True)),
+)
+
+
+def check_quoted(tenant: str, thread_id: str, quoted: Sequence[str] | None) -> Op[None]:
+    """``QuotedRedacted`` unless every quoted message is intact (the caller holds the
+    thread's lock, as a redaction needs it)."""
+    wanted = sorted(set(quoted or ()))
+    if not wanted:
+        return
+    res = yield (_INTACT, {"q_tenant": tenant, "q_thread_id": thread_id, "q_ids": wanted})
+    intact = set(res.scalars().all())
+    if len(intact) != len(wanted):
+        raise QuotedRedacted([q for q in wanted if q not in intact])
+
 
 _TURN_JSON = ("state_snapshot", "sent_message_ids", "tool_schemas", "model_params",
               "quoted_message_ids")
@@ -146,12 +182,15 @@ def _pg_begin_turn(
     params.update(
         sha=turn["template_sha256"], prompt=prompt, rendered_block=turn["rendered_block"],
         model=turn["model"], **{k: json.dumps(turn[k]) for k in _TURN_JSON},
+        quoted_ids=json.dumps(turn["quoted_message_ids"] or []),
     )
     res = yield Alone(_PG_BEGIN_TURN, params)
-    row = res.first()
-    if row is None:
+    first_seq, parent, thread_found, not_intact = res.one()
+    if not thread_found:
         raise missing_thread(tenant, thread_id, incarnation)
-    (msg,) = number_chain(rows, int(row[0]), row[1])
+    if first_seq is None:
+        raise QuotedRedacted(list(not_intact or ()))
+    (msg,) = number_chain(rows, int(first_seq), parent)
     return msg
 
 
@@ -168,7 +207,9 @@ def begin_turn_record(
 
     The message follows the active leaf, or goes under ``parent_id`` (an edit: a
     sibling of the edited question); either way it becomes the active leaf. With
-    ``incarnation`` it is written only into that incarnation of the thread."""
+    ``incarnation`` it is written only into that incarnation of the thread. Nothing
+    is written, and ``QuotedRedacted`` raised, when a message the input quotes was
+    redacted meanwhile (checked under the thread's lock, which redaction takes)."""
     edge(tenant, thread_id=thread_id, parent_id=None if isinstance(parent_id, ActiveLeaf) else parent_id)
     for i, sent in enumerate(model_input.sent_message_ids):
         check_id(sent, f"model_input.sent_message_ids[{i}]", ID_CHARS)
@@ -201,6 +242,10 @@ def begin_turn_record(
             msg = yield from _pg_begin_turn(tenant, thread_id, rows, now, turn_id, turn,
                                             prompt, incarnation)
             return TurnRecord(turn_id=turn_id, thread_id=thread_id, user_message=msg)
+    if quoted:  # after the thread's lock (insert_chain takes it again: a no-op)
+        if isinstance(parent_id, ActiveLeaf):
+            yield from lock_thread(tenant, thread_id, incarnation)
+        yield from check_quoted(tenant, thread_id, quoted)
     (msg,) = yield from insert_chain(
         ctx, tenant, thread_id, parent_id, [user_message], move_leaf=True, turn_id=turn_id,
         incarnation=incarnation,
