@@ -23,7 +23,6 @@ from langchain.agents.middleware import (
     AgentState,
     ModelRequest,
     ModelResponse,
-    hook_config,
 )
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -109,17 +108,9 @@ class TurnModel(BaseChatModel):
 
 
 class NoopMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
-    """The hooks ``SessionMemoryMiddleware`` implements, each passing straight through
-    (``before_model`` may jump to the end, as ours may): LangGraph's cost of having
-    those hooks, without convmem's work in them."""
-
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        return None
-
-    @hook_config(can_jump_to=["end"])
-    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        return None
+    """The hooks ``SessionMemoryMiddleware`` implements (``wrap_model_call``,
+    ``wrap_tool_call``, ``after_agent``), each passing straight through: LangGraph's
+    cost of having those hooks, without convmem's work in them."""
 
     def wrap_model_call(self, request: ModelRequest[Any],
                         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:

@@ -12,8 +12,8 @@ model, which is never called (no tool calls in it: the agent ends there);
 ``wrap_tool_call`` feeds each tool result to ``record_tool`` (a tool returning several
 candidates turns the turn into a clarification, which the next model step returns,
 again without a model call); ``after_agent`` calls ``end_turn`` with the final answer.
-There is no ``before_model`` hook: it would be a graph node of its own on every step. Thread and tenant come from
-``config["configurable"]`` (``thread_id``, ``tenant_id``; ``docs/tenancy.md``). Tool
+There is no ``before_model`` hook: it would be a graph node of its own on every step.
+Thread and tenant come from ``config["configurable"]`` (``thread_id``, ``tenant_id``; ``docs/tenancy.md``). Tool
 results are read by ``langchain_convmem.tool_results`` (``docs/tool-results.md``).
 
 With a transcript on the ``SessionMemory``, ``wrap_model_call`` records what the model
