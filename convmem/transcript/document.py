@@ -31,12 +31,14 @@ from typing import Annotated, Any, ClassVar, TypeVar, get_origin, get_type_hints
 from convmem.identity import MAX_THREAD_ID_CHARS
 from convmem.transcript.errors import ImportRefused
 from convmem.transcript.export import FORMAT, VERSION, b64, ts_to_str
-from convmem.transcript.records import ROLES, VISIBILITIES
+from convmem.transcript.records import MAX_RETENTION_DAYS, ROLES, VISIBILITIES
 
 #: Longest record id (message, thread, turn, ...): the id columns' width.
 MAX_ID_CHARS = 64
 #: PostgreSQL ``integer``: sequence numbers and sizes must fit.
 MAX_INT = 2**31 - 1
+#: The longest ``max_age_seconds`` of a retention policy (``MAX_RETENTION_AGE``).
+MAX_RETENTION_SECONDS = MAX_RETENTION_DAYS * 86_400
 
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z")
 _SHA = re.compile(r"[0-9a-f]{64}\Z")
@@ -236,7 +238,7 @@ def retention(v: Any, path: str, lim: ImportLimits) -> dict[str, Any]:
     """A retention policy as ``RetentionPolicy.to_json`` writes it."""
     exact_keys(v, path, ("legal_hold", "max_age_seconds", "owner"))
     boolean(v["legal_hold"], f"{path}.legal_hold", lim)
-    nullable(integer(1, 2**62))(v["max_age_seconds"], f"{path}.max_age_seconds", lim)
+    nullable(integer(1, MAX_RETENTION_SECONDS))(v["max_age_seconds"], f"{path}.max_age_seconds", lim)
     label(200, blank=False)(v["owner"], f"{path}.owner", lim)
     return dict(v)
 
