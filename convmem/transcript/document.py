@@ -37,6 +37,10 @@ from convmem.transcript.records import MAX_RETENTION_DAYS, ROLES, VISIBILITIES
 MAX_ID_CHARS = 64
 #: PostgreSQL ``integer``: sequence numbers and sizes must fit.
 MAX_INT = 2**31 - 1
+#: The highest ``seq`` / ``next_seq`` an import takes, on every backend: half the
+#: integer column, so the imported thread keeps room for 2**30 appends (``next_seq``
+#: higher would make every later append overflow the column on PostgreSQL).
+MAX_IMPORTED_SEQ = 2**30
 #: The longest ``max_age_seconds`` of a retention policy (``MAX_RETENTION_AGE``).
 MAX_RETENTION_SECONDS = MAX_RETENTION_DAYS * 86_400
 
@@ -167,6 +171,20 @@ def integer(lo: int, hi: int = MAX_INT) -> Check:
         return v
 
     return run
+
+
+def seq_number(v: Any, path: str, lim: ImportLimits) -> int:
+    """``seq`` or ``next_seq``: an integer from 1 to ``MAX_IMPORTED_SEQ``."""
+    if type(v) is not int:
+        raise refuse_type("an integer", v, path)
+    if v < 1:
+        raise ImportRefused(path, f"is {v}; must be between 1 and {MAX_IMPORTED_SEQ}")
+    if v > MAX_IMPORTED_SEQ:
+        raise ImportRefused(
+            path, f"is {v}; must be at most {MAX_IMPORTED_SEQ} (2**30), which leaves the "
+            "thread room for appends in its integer column"
+        )
+    return v
 
 
 def boolean(v: Any, path: str, lim: ImportLimits) -> bool:
@@ -316,7 +334,7 @@ class ThreadDoc:
     updated_at: Annotated[datetime, TS]
     retention: Annotated[dict[str, Any] | None, Spec(nullable(retention))]
     active_leaf: Annotated[str | None, Spec(nullable(ident), ids="messages")]
-    next_seq: Annotated[int, Spec(integer(1))]
+    next_seq: Annotated[int, Spec(seq_number)]
     archived_seq: Annotated[int, Spec(integer(0))]
     forked_from: Annotated[str | None, Spec(nullable(ident))]
 
@@ -329,7 +347,7 @@ class MessageDoc:
 
     id: Annotated[str, Spec(ident, ids="messages")]
     parent_id: Annotated[str | None, Spec(nullable(ident), ids="messages")]
-    seq: Annotated[int, Spec(integer(1))]
+    seq: Annotated[int, Spec(seq_number)]
     role: Annotated[str, Spec(choice(ROLES))]
     author: Annotated[str | None, Spec(nullable(label(200)))]
     parts: Annotated[list[dict[str, Any]], Spec(list_of(part))]

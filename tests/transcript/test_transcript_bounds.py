@@ -191,3 +191,29 @@ def test_the_sweep_skips_a_bad_stored_policy_and_goes_on(
     api.set_retention(a, too_long.id, RetentionPolicy(max_age=LONGEST, owner="ops"))
     assert api.get_thread(a, unrepresentable.id).retention is None
     assert api.sweep(a, now=later).skipped == ()
+
+
+# --------------------------------------------------------------------------- finding 5
+
+
+def test_sequence_numbers_past_the_bound_are_refused(api: Api) -> None:
+    doc = exported(api)
+    top = json.loads(json.dumps(doc))
+    top["thread"]["next_seq"] = 2**31 - 1  # every later append would overflow on PostgreSQL
+    refused = refusal(api, top)
+    assert refused.path == "$.thread.next_seq"
+    assert refused.problem == (
+        f"is {2**31 - 1}; must be at most {2**30} (2**30), which leaves the thread room for "
+        "appends in its integer column"
+    )
+    high = json.loads(json.dumps(doc))
+    high["messages"][3]["seq"], high["thread"]["next_seq"] = 2**30 + 1, 2**30 + 2
+    assert refusal(api, high).path == "$.messages[3].seq"
+
+    # at the bound: imported, and appends still fit the column
+    edge = json.loads(json.dumps(doc))
+    edge["messages"][3]["seq"], edge["thread"]["next_seq"] = 2**30 - 1, 2**30
+    tenant = new_tenant()
+    th = api.import_thread(tenant, json.dumps(edge))
+    assert [m.seq for m in api.append(tenant, th.id, [user("a"), bot("b")])] == [2**30, 2**30 + 1]
+    assert [m.seq for m in api.append(tenant, th.id, user("c"))] == [2**30 + 2]
