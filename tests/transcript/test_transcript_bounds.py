@@ -217,3 +217,40 @@ def test_sequence_numbers_past_the_bound_are_refused(api: Api) -> None:
     th = api.import_thread(tenant, json.dumps(edge))
     assert [m.seq for m in api.append(tenant, th.id, [user("a"), bot("b")])] == [2**30, 2**30 + 1]
     assert [m.seq for m in api.append(tenant, th.id, user("c"))] == [2**30 + 2]
+
+
+# --------------------------------------------------------------------------- finding 8
+
+
+def test_a_made_up_redaction_of_an_intact_message_is_refused(api: Api) -> None:
+    doc = exported(api)
+    intact = doc["messages"][1]
+    assert intact["redacted_at"] is None
+    doc["redactions"].append({
+        "id": "made-up", "message_id": intact["id"], "actor": "nobody", "reason": "cover",
+        "at": "2026-01-01T00:00:00.000000Z",
+        "affected": {"derived": [], "messages": [intact["id"]], "turns": []},
+    })
+    refused = refusal(api, doc)
+    assert refused.path == "$.redactions[0].message_id"
+    assert refused.problem == (
+        "names $.messages[1], which is not redacted (its redacted_at is null): the log only "
+        "records redactions that happened"
+    )
+
+
+def test_a_model_input_whose_user_message_is_an_assistant_message_is_refused(api: Api) -> None:
+    doc = exported(api)
+    doc["model_inputs"][0]["user_message_id"] = doc["messages"][3]["id"]  # the answer
+    refused = refusal(api, doc)
+    assert refused.path == "$.model_inputs[0].user_message_id"
+    assert refused.problem == (
+        "names $.messages[3], whose role is 'assistant': a model input's user message must "
+        "have the role 'user'"
+    )
+    # nor does the API write one
+    tenant = new_tenant()
+    th = api.create_thread(tenant)
+    with pytest.raises(ConfigError, match=r"user_message\.role is 'assistant'"):
+        api.begin_turn_record(tenant, th.id, bot("not a question"), ModelInput())
+    assert api.active_path(tenant, th.id) == []

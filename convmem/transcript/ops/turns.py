@@ -168,8 +168,14 @@ def begin_turn_record(
 
     The message follows the active leaf, or goes under ``parent_id`` (an edit: a
     sibling of the edited question); either way it becomes the active leaf. With
-    ``incarnation`` it is written only into that incarnation of the thread."""
+    ``incarnation`` it is written only into that incarnation of the thread. The
+    message has the role ``user`` (an import refuses a turn whose message has not)."""
     edge(tenant, thread_id=thread_id, parent_id=None if isinstance(parent_id, ActiveLeaf) else parent_id)
+    if user_message.role != "user":
+        raise ConfigError(
+            f"begin_turn_record: user_message.role is {user_message.role!r}; a turn begins "
+            "with a message of role 'user'"
+        )
     for i, sent in enumerate(model_input.sent_message_ids):
         check_id(sent, f"model_input.sent_message_ids[{i}]", ID_CHARS)
     quoted = model_input.quoted_message_ids
