@@ -168,10 +168,9 @@ def begin_turn_record(
 
     The message follows the active leaf, or goes under ``parent_id`` (an edit: a
     sibling of the edited question); either way it becomes the active leaf. With
-    ``incarnation`` it is written only into that incarnation of the thread. The
-    message has the role ``user`` (an import refuses a turn whose message has not)."""
+    ``incarnation`` it is written only into that incarnation of the thread."""
     edge(tenant, thread_id=thread_id, parent_id=None if isinstance(parent_id, ActiveLeaf) else parent_id)
-    if user_message.role != "user":
+    if user_message.role != "user":  # a turn's user message; import refuses any other
         raise ConfigError(
             f"begin_turn_record: user_message.role is {user_message.role!r}; a turn begins "
             "with a message of role 'user'"
