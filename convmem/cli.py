@@ -65,7 +65,9 @@ def max_age_days(text: str) -> float | None:
         ) from None
     if not math.isfinite(days) or days < 0:
         raise argparse.ArgumentTypeError(f"expected a finite, non-negative number of days, got {text!r}")
-    if days > 3_650_000:  # datetime.timedelta's range is 999,999,999 days; 10,000 years is plenty
+    from convmem.transcript.records import MAX_RETENTION_DAYS  # the policy's own bound
+
+    if days > MAX_RETENTION_DAYS:
         raise argparse.ArgumentTypeError(f"{text!r} days is longer than any retention; use 'forever'")
     return days
 

@@ -391,10 +391,11 @@ class AsyncTwins(StoreEngine):
         """Delete threads past their retention (``dry_run`` first: it is the default).
 
         ``tenant=None`` sweeps every tenant (an operator's job). Threads on legal
-        hold are counted, never deleted.
+        hold are counted, never deleted; a thread whose stored policy cannot be read
+        is logged, reported in ``skipped`` and left alone.
         """
         at = now or self._ctx.clock()
-        expired, held = await self._arun(ops.expired_threads(self._ctx, tenant, at))
+        expired, held, skipped = await self._arun(ops.expired_threads(self._ctx, tenant, at))
         if not dry_run:
             for i, (ten, tid) in enumerate(expired, 1):
                 await self._arun(ops.delete_thread(self._ctx, ten, tid), write=True)
@@ -402,4 +403,6 @@ class AsyncTwins(StoreEngine):
                     progress(i, len(expired))
             if expired:
                 await self._aerase_residue()
-        return SweepReport(expired=tuple(expired), held=held, dry_run=dry_run)
+        return SweepReport(
+            expired=tuple(expired), held=held, dry_run=dry_run, skipped=tuple(skipped)
+        )

@@ -392,10 +392,11 @@ class SyncTwins(StoreEngine):
         """Delete threads past their retention (``dry_run`` first: it is the default).
 
         ``tenant=None`` sweeps every tenant (an operator's job). Threads on legal
-        hold are counted, never deleted.
+        hold are counted, never deleted; a thread whose stored policy cannot be read
+        is logged, reported in ``skipped`` and left alone.
         """
         at = now or self._ctx.clock()
-        expired, held = self._run(ops.expired_threads(self._ctx, tenant, at))
+        expired, held, skipped = self._run(ops.expired_threads(self._ctx, tenant, at))
         if not dry_run:
             for i, (ten, tid) in enumerate(expired, 1):
                 self._run(ops.delete_thread(self._ctx, ten, tid), write=True)
@@ -403,4 +404,6 @@ class SyncTwins(StoreEngine):
                     progress(i, len(expired))
             if expired:
                 self._erase_residue()
-        return SweepReport(expired=tuple(expired), held=held, dry_run=dry_run)
+        return SweepReport(
+            expired=tuple(expired), held=held, dry_run=dry_run, skipped=tuple(skipped)
+        )

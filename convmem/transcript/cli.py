@@ -357,6 +357,8 @@ def _dispatch(
         plan = store.sweep(scope, dry_run=True, now=now)
         for ten, tid in plan.expired:
             out.print(f"expired {ten} {tid}")
+        for ten, tid, why in plan.skipped:
+            out.print(f"skipped {ten} {tid}: {escape(why)}")
         out.print(f"{len(plan.expired)} expired, {plan.held} on legal hold")
         if args.apply and plan.expired:
             with Progress(console=err, transient=True) as bar:

@@ -31,12 +31,18 @@ from typing import Annotated, Any, ClassVar, TypeVar, get_origin, get_type_hints
 from convmem.identity import MAX_THREAD_ID_CHARS
 from convmem.transcript.errors import ImportRefused
 from convmem.transcript.export import FORMAT, VERSION, b64, ts_to_str
-from convmem.transcript.records import ROLES, VISIBILITIES
+from convmem.transcript.records import MAX_RETENTION_DAYS, ROLES, VISIBILITIES
 
 #: Longest record id (message, thread, turn, ...): the id columns' width.
 MAX_ID_CHARS = 64
 #: PostgreSQL ``integer``: sequence numbers and sizes must fit.
 MAX_INT = 2**31 - 1
+#: The highest ``seq`` / ``next_seq`` an import takes, on every backend: half the
+#: integer column, so the imported thread keeps room for 2**30 appends (``next_seq``
+#: higher would make every later append overflow the column on PostgreSQL).
+MAX_IMPORTED_SEQ = 2**30
+#: The longest ``max_age_seconds`` of a retention policy (``MAX_RETENTION_AGE``).
+MAX_RETENTION_SECONDS = MAX_RETENTION_DAYS * 86_400
 
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z")
 _SHA = re.compile(r"[0-9a-f]{64}\Z")
@@ -167,6 +173,20 @@ def integer(lo: int, hi: int = MAX_INT) -> Check:
     return run
 
 
+def seq_number(v: Any, path: str, lim: ImportLimits) -> int:
+    """``seq`` or ``next_seq``: an integer from 1 to ``MAX_IMPORTED_SEQ``."""
+    if type(v) is not int:
+        raise refuse_type("an integer", v, path)
+    if v < 1:
+        raise ImportRefused(path, f"is {v}; must be between 1 and {MAX_IMPORTED_SEQ}")
+    if v > MAX_IMPORTED_SEQ:
+        raise ImportRefused(
+            path, f"is {v}; must be at most {MAX_IMPORTED_SEQ} (2**30), which leaves the "
+            "thread room for appends in its integer column"
+        )
+    return v
+
+
 def boolean(v: Any, path: str, lim: ImportLimits) -> bool:
     """``true`` or ``false``."""
     if type(v) is not bool:
@@ -236,7 +256,7 @@ def retention(v: Any, path: str, lim: ImportLimits) -> dict[str, Any]:
     """A retention policy as ``RetentionPolicy.to_json`` writes it."""
     exact_keys(v, path, ("legal_hold", "max_age_seconds", "owner"))
     boolean(v["legal_hold"], f"{path}.legal_hold", lim)
-    nullable(integer(1, 2**62))(v["max_age_seconds"], f"{path}.max_age_seconds", lim)
+    nullable(integer(1, MAX_RETENTION_SECONDS))(v["max_age_seconds"], f"{path}.max_age_seconds", lim)
     label(200, blank=False)(v["owner"], f"{path}.owner", lim)
     return dict(v)
 
@@ -314,7 +334,7 @@ class ThreadDoc:
     updated_at: Annotated[datetime, TS]
     retention: Annotated[dict[str, Any] | None, Spec(nullable(retention))]
     active_leaf: Annotated[str | None, Spec(nullable(ident), ids="messages")]
-    next_seq: Annotated[int, Spec(integer(1))]
+    next_seq: Annotated[int, Spec(seq_number)]
     archived_seq: Annotated[int, Spec(integer(0))]
     forked_from: Annotated[str | None, Spec(nullable(ident))]
 
@@ -327,7 +347,7 @@ class MessageDoc:
 
     id: Annotated[str, Spec(ident, ids="messages")]
     parent_id: Annotated[str | None, Spec(nullable(ident), ids="messages")]
-    seq: Annotated[int, Spec(integer(1))]
+    seq: Annotated[int, Spec(seq_number)]
     role: Annotated[str, Spec(choice(ROLES))]
     author: Annotated[str | None, Spec(nullable(label(200)))]
     parts: Annotated[list[dict[str, Any]], Spec(list_of(part))]

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, Union
 
 from convmem.errors import ConfigError
+from convmem.transcript.errors import RecordCorrupt
 
 Role = Literal["system", "user", "assistant", "tool"]
 Visibility = Literal["conversation", "execution"]
@@ -192,13 +193,21 @@ class Message:
         return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
 
 
+#: The longest ``RetentionPolicy.max_age`` (10,000 years; longer is ``None``, forever).
+#: The sweep compares ages, never computes a deadline, so no date arithmetic overflows
+#: within it; import and the CLI refuse the same bound.
+MAX_RETENTION_DAYS = 3_650_000
+MAX_RETENTION_AGE = timedelta(days=MAX_RETENTION_DAYS)
+
+
 @dataclass(frozen=True, slots=True)
 class RetentionPolicy:
     """How long a thread is kept, and who decided it.
 
     ``max_age=None`` means forever, and must still be written out with an owner:
     a store refuses to start without a default policy, so "forever" is a decision.
-    ``legal_hold`` exempts a thread from ``sweep`` whatever its age.
+    ``legal_hold`` exempts a thread from ``sweep`` whatever its age. ``max_age`` is
+    from one second (stored in whole seconds) to ``MAX_RETENTION_AGE``.
     """
 
     max_age: timedelta | None
@@ -208,8 +217,17 @@ class RetentionPolicy:
     def __post_init__(self) -> None:
         if not self.owner.strip():
             raise ConfigError("RetentionPolicy.owner: name who owns this retention decision")
-        if self.max_age is not None and self.max_age <= timedelta(0):
-            raise ConfigError("RetentionPolicy.max_age: must be positive, or None for forever")
+        if self.max_age is None:
+            return
+        if not isinstance(self.max_age, timedelta):
+            raise ConfigError(
+                f"RetentionPolicy.max_age: must be a timedelta or None, got {self.max_age!r:.60}"
+            )
+        if not timedelta(seconds=1) <= self.max_age <= MAX_RETENTION_AGE:
+            raise ConfigError(
+                f"RetentionPolicy.max_age: {self.max_age} is outside 1 second to "
+                f"{MAX_RETENTION_DAYS} days (10,000 years); None keeps a thread forever"
+            )
 
     def to_json(self) -> JSONDict:
         """Stable JSON form (seconds as an integer or null)."""
@@ -221,13 +239,21 @@ class RetentionPolicy:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> RetentionPolicy:
-        """Inverse of ``to_json``."""
-        secs = obj.get("max_age_seconds")
-        return cls(
-            max_age=None if secs is None else timedelta(seconds=int(secs)),
-            owner=str(obj["owner"]),
-            legal_hold=bool(obj.get("legal_hold", False)),
-        )
+        """Inverse of ``to_json``. A stored policy this version would not write (an
+        older version's, a hand edit: an age past ``MAX_RETENTION_AGE``, no owner) is
+        ``RecordCorrupt`` naming it, never a raw ``OverflowError``."""
+        try:
+            secs = obj.get("max_age_seconds")
+            return cls(
+                max_age=None if secs is None else timedelta(seconds=int(secs)),
+                owner=str(obj["owner"]),
+                legal_hold=bool(obj.get("legal_hold", False)),
+            )
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError, ConfigError) as exc:
+            raise RecordCorrupt(
+                f"stored retention policy {obj!r:.200} cannot be read ({exc}); "
+                "give the thread a valid one with set_retention"
+            ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,11 +396,14 @@ class DeletionReceipt:
 
 @dataclass(frozen=True, slots=True)
 class SweepReport:
-    """Threads past their retention (deleted unless ``dry_run``)."""
+    """Threads past their retention (deleted unless ``dry_run``), and the threads
+    whose stored policy could not be read (``skipped``: logged, left alone, the rest
+    of the sweep goes on)."""
 
     expired: tuple[tuple[str, str], ...]  # (tenant, thread_id)
     held: int
     dry_run: bool
+    skipped: tuple[tuple[str, str, str], ...] = ()  # (tenant, thread_id, why)
 
 
 def utc(dt: datetime) -> datetime:

@@ -87,6 +87,7 @@ def documents(draw: Any) -> dict[str, Any]:
         prompt = draw(st.none() | TEXT)
         turn = f"turn-{draw(st.uuids())}"
         messages[-1]["turn_id"] = turn
+        messages[-1]["role"] = "user"  # a turn begins with the user's message
         model_inputs.append({
             "id": turn, "user_message_id": ids[-1], "rendered_block": draw(TEXT),
             "state_snapshot": draw(OBJECT), "sent_message_ids": draw(st.lists(st.sampled_from(ids), max_size=3)),

@@ -65,7 +65,7 @@ def read_records(source: BinaryIO, limits: ImportLimits, hasher: Any, each: OnRe
 
 _STAGE = {
     "msg": "idx INTEGER, id VARCHAR(64), seq INTEGER, parent_id VARCHAR(64), "
-    "copy_of VARCHAR(64), turn_id VARCHAR(64)",
+    "copy_of VARCHAR(64), turn_id VARCHAR(64), role VARCHAR(16), redacted INTEGER",
     "ids": "section VARCHAR(16), idx INTEGER, id VARCHAR(64)",
     "ref": "section VARCHAR(16), idx INTEGER, field VARCHAR(200), target VARCHAR(64), "
     "target_section VARCHAR(16)",
@@ -138,7 +138,8 @@ def stage_record(st: Staged, section: str, i: int, obj: Any, limits: ImportLimit
             st.max_seq, st.max_seq_idx = m.seq, i
         b["msg"].append(
             {"idx": i, "id": m.id, "seq": m.seq, "parent_id": m.parent_id,
-             "copy_of": m.copy_of, "turn_id": m.turn_id}
+             "copy_of": m.copy_of, "turn_id": m.turn_id, "role": m.role,
+             "redacted": int(m.redacted_at is not None)}
         )
         if m.turn_id is not None:
             b["ref"].append(_ref(section, i, "turn_id", m.turn_id, "model_inputs"))
@@ -231,6 +232,20 @@ _DANGLING = {
         "AND x.section = 'model_inputs') ORDER BY r.section, r.idx LIMIT 1"
     ),
 }
+# A reference to a message of the document that is not the kind the field names
+# (after ``_DANGLING``: the message is there).
+_WRONG_KIND = {
+    "user message": sa.text(  # a turn begins with the user's message
+        "SELECT r.idx, m.idx, m.role FROM convmem_import_ref r JOIN convmem_import_msg m "
+        "ON m.id = r.target WHERE r.section = 'model_inputs' AND r.field = 'user_message_id' "
+        "AND m.role <> 'user' ORDER BY r.idx LIMIT 1"
+    ),
+    "redacted message": sa.text(  # the log records a redaction that happened
+        "SELECT r.idx, m.idx FROM convmem_import_ref r JOIN convmem_import_msg m "
+        "ON m.id = r.target WHERE r.section = 'redactions' AND r.field = 'message_id' "
+        "AND m.redacted = 0 ORDER BY r.idx LIMIT 1"
+    ),
+}
 _HAS_MESSAGE = sa.text("SELECT 1 FROM convmem_import_msg WHERE id = :id")
 _BAD_COPY = sa.text(
     "SELECT m.idx FROM convmem_import_msg m WHERE m.copy_of IS NOT NULL "
@@ -304,6 +319,22 @@ _IDS_AND_REFERENCES: tuple[_Check, ...] = (
     (_BAD_PARENT, _bad_parent),
     (_DANGLING["messages"], _dangling),
     (_DANGLING["model_inputs"], _dangling),
+    (
+        _WRONG_KIND["user message"],
+        lambda r: (
+            f"$.model_inputs[{r[0]}].user_message_id",
+            f"names $.messages[{r[1]}], whose role is {r[2]!r}: a model input's user "
+            "message must have the role 'user'",
+        ),
+    ),
+    (
+        _WRONG_KIND["redacted message"],
+        lambda r: (
+            f"$.redactions[{r[0]}].message_id",
+            f"names $.messages[{r[1]}], which is not redacted (its redacted_at is null): "
+            "the log only records redactions that happened",
+        ),
+    ),
 )
 _COPIES_AND_ATTACHMENTS: tuple[_Check, ...] = (
     (

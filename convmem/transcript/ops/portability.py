@@ -20,9 +20,10 @@ to a temporary file by the store first):
    and sequence numbers, every reference inside the document (parents earlier in
    ``seq`` than their children, so the parent graph is a forest with no cycle and
    no self-parent; the active leaf; turn ids; model-input, derived and redaction
-   targets; attachments referenced and present), ``copy_of`` inside the document or
-   naming a message of the same tenant (a fork's source), and no id already used in
-   the tenant. The first problem is one ``ImportRefused`` naming its JSON path; no
+   targets; attachments referenced and present; a model input's user message of
+   role ``user``, a redaction entry only for a redacted message), ``copy_of``
+   inside the document or naming a message of the same tenant (a fork's source),
+   and no id already used in the tenant. The first problem is one ``ImportRefused`` naming its JSON path; no
    row of the record has been written, and the transaction rolls back.
 2. *Write.* The document is read again and written in batches, thread row first.
    Both passes hash the bytes they read; a document that changed between them is

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -11,6 +12,7 @@ import sqlalchemy as sa
 from convmem.errors import ConfigError
 from convmem.identity import clean_text
 from convmem.render import QUESTION_TOKENS, inert
+from convmem.transcript.errors import RecordCorrupt
 from convmem.transcript.ids import new_id
 from convmem.transcript.models import (
     DERIVED,
@@ -36,6 +38,8 @@ from convmem.transcript.records import (
     RetentionPolicy,
     utc,
 )
+
+log = logging.getLogger("convmem.transcript")
 
 # ---------------------------------------------------------------- redaction and deletion
 
@@ -281,8 +285,13 @@ def delete_thread(ctx: Ctx, tenant: str, thread_id: str) -> Op[DeletionReceipt]:
 
 def expired_threads(
     ctx: Ctx, tenant: str | None, now: datetime
-) -> Op[tuple[list[tuple[str, str]], int]]:
-    """Threads whose effective policy has expired, and how many are on legal hold."""
+) -> Op[tuple[list[tuple[str, str]], int, list[tuple[str, str, str]]]]:
+    """Threads whose effective policy has expired, how many are on legal hold, and
+    the threads skipped because their stored policy cannot be read (logged: one bad
+    row never stops the sweep of every other thread and tenant).
+
+    A thread has expired when its age (``now - updated_at``) reaches ``max_age``:
+    a difference of two dates, never a deadline past year 9999."""
     if tenant is not None:
         edge(tenant)
     stmt = sa.select(THREADS.c.id, THREADS.c.tenant, THREADS.c.updated_at, THREADS.c.retention)
@@ -290,11 +299,18 @@ def expired_threads(
         stmt = stmt.where(THREADS.c.tenant == tenant)
     res = yield stmt.order_by(THREADS.c.updated_at, THREADS.c.id)
     expired: list[tuple[str, str]] = []
+    skipped: list[tuple[str, str, str]] = []
     held = 0
+    at = utc(now)
     for r in res.all():
-        policy = ctx.retention if r.retention is None else RetentionPolicy.from_json(r.retention)
+        try:
+            policy = ctx.retention if r.retention is None else RetentionPolicy.from_json(r.retention)
+        except RecordCorrupt as exc:
+            log.warning("sweep: thread %r of tenant %r skipped: %s", r.id, r.tenant, exc)
+            skipped.append((r.tenant, r.id, str(exc)))
+            continue
         if policy.legal_hold:
             held += 1
-        elif policy.max_age is not None and utc(r.updated_at) + policy.max_age <= utc(now):
+        elif policy.max_age is not None and at - utc(r.updated_at) >= policy.max_age:
             expired.append((r.tenant, r.id))
-    return expired, held
+    return expired, held, skipped

@@ -211,6 +211,11 @@ def begin_turn_record(
     is written, and ``QuotedRedacted`` raised, when a message the input quotes was
     redacted meanwhile (checked under the thread's lock, which redaction takes)."""
     edge(tenant, thread_id=thread_id, parent_id=None if isinstance(parent_id, ActiveLeaf) else parent_id)
+    if user_message.role != "user":  # a turn's user message; import refuses any other
+        raise ConfigError(
+            f"begin_turn_record: user_message.role is {user_message.role!r}; a turn begins "
+            "with a message of role 'user'"
+        )
     for i, sent in enumerate(model_input.sent_message_ids):
         check_id(sent, f"model_input.sent_message_ids[{i}]", ID_CHARS)
     quoted = model_input.quoted_message_ids
