@@ -239,13 +239,16 @@ class RetentionPolicy:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> RetentionPolicy:
-        """Inverse of ``to_json``. A stored policy this version would not write (an
-        older version's, a hand edit: an age past ``MAX_RETENTION_AGE``, no owner) is
-        ``RecordCorrupt`` naming it, never a raw ``OverflowError``."""
+        """Inverse of ``to_json``. A stored age past ``MAX_RETENTION_AGE`` (an older
+        version wrote any) reads as that bound: a thread kept 10,000 years is not swept
+        either, and it stays readable. Any other policy this version would not write (a
+        hand edit: no owner, an age that is no number of seconds) is ``RecordCorrupt``
+        naming it, never a raw ``OverflowError``."""
         try:
             secs = obj.get("max_age_seconds")
+            longest = int(MAX_RETENTION_AGE.total_seconds())
             return cls(
-                max_age=None if secs is None else timedelta(seconds=int(secs)),
+                max_age=None if secs is None else timedelta(seconds=min(int(secs), longest)),
                 owner=str(obj["owner"]),
                 legal_hold=bool(obj.get("legal_hold", False)),
             )

@@ -153,9 +153,15 @@ def test_the_sweep_skips_a_bad_stored_policy_and_goes_on(
     expiring = RetentionPolicy(max_age=DAY, owner="x")
     unrepresentable, too_long = api.create_thread(a), api.create_thread(a)
     plant_retention(transcript, a, unrepresentable.id,
-                    {"legal_hold": False, "max_age_seconds": 2**62, "owner": "old"})
+                    {"legal_hold": False, "max_age_seconds": "1e400", "owner": "old"})
     plant_retention(transcript, a, too_long.id,
+                    {"legal_hold": False, "max_age_seconds": "forever", "owner": "old"})
+    # an older version's ages past the bound read as the bound: kept, never skipped
+    kept_long, kept_huge = api.create_thread(a), api.create_thread(a)
+    plant_retention(transcript, a, kept_long.id,
                     {"legal_hold": False, "max_age_seconds": 999_999_999 * 86_400, "owner": "old"})
+    plant_retention(transcript, a, kept_huge.id,
+                    {"legal_hold": False, "max_age_seconds": 2**62, "owner": "old"})
     a_old = api.create_thread(a, retention=expiring)
     b_old = api.create_thread(b, retention=expiring)
     bad = {(a, unrepresentable.id), (a, too_long.id)}
@@ -191,6 +197,9 @@ def test_the_sweep_skips_a_bad_stored_policy_and_goes_on(
     api.set_retention(a, too_long.id, RetentionPolicy(max_age=LONGEST, owner="ops"))
     assert api.get_thread(a, unrepresentable.id).retention is None
     assert api.sweep(a, now=later).skipped == ()
+    for kept in (kept_long, kept_huge):
+        policy = api.get_thread(a, kept.id).retention
+        assert policy is not None and policy.max_age == LONGEST and policy.owner == "old"
 
 
 # --------------------------------------------------------------------------- finding 5
