@@ -246,7 +246,7 @@ class TranscriptStoreSpec(EveryMode, TranscriptPathCases):
     # ------------------------------------------------------------ export / import
 
     async def test_index_pending_moves_what_is_queued_and_search_stays_complete(
-        self, api: Api, store: TranscriptStore, tenant: str
+        self, api: TranscriptDriver, store: TranscriptStore, tenant: str
     ) -> None:
         th = await api(store.create_thread, tenant)
         msgs = await api(store.append, tenant, th.id, [user(f"papa {i}") for i in range(5)])

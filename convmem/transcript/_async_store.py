@@ -280,11 +280,11 @@ class AsyncTwins(StoreEngine):
     async def asearch(
         self, tenant: str, query: str, *, thread_id: str | None = None, limit: int = 20
     ) -> list[SearchHit]:
-        """Full-text search over the tenant's messages. With ``search_index="deferred"``
-        it indexes the tenant's (or thread's) queued messages first, in its transaction:
+        """Full-text search over the tenant's messages. It indexes the tenant's (or the
+        thread's) queued messages first (``search_index="deferred"``), in its transaction:
         its answer is never stale."""
         return await self._arun(
-            ops.search(self._ctx, tenant, query, thread_id, limit), write=self._ctx.deferred
+            ops.search(self._ctx, tenant, query, thread_id, limit), write=True
         )
 
     async def aindex_pending(

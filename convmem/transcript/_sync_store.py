@@ -281,11 +281,11 @@ class SyncTwins(StoreEngine):
     def search(
         self, tenant: str, query: str, *, thread_id: str | None = None, limit: int = 20
     ) -> list[SearchHit]:
-        """Full-text search over the tenant's messages. With ``search_index="deferred"``
-        it indexes the tenant's (or thread's) queued messages first, in its transaction:
+        """Full-text search over the tenant's messages. It indexes the tenant's (or the
+        thread's) queued messages first (``search_index="deferred"``), in its transaction:
         its answer is never stale."""
         return self._run(
-            ops.search(self._ctx, tenant, query, thread_id, limit), write=self._ctx.deferred
+            ops.search(self._ctx, tenant, query, thread_id, limit), write=True
         )
 
     def index_pending(

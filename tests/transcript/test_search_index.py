@@ -120,6 +120,23 @@ def test_search_sees_every_message_whatever_wrote_it(store: TranscriptStore, ten
     assert sorted(m for _, m, _ in indexed(store, tenant)) == sorted(everything)
 
 
+def test_a_search_sees_what_a_store_of_the_other_mode_queued(
+    transcript_url: str, migrated_store: Callable[[str], TranscriptStore], tenant: str
+) -> None:
+    """Modes can meet on one database (an application queues, ``convmem threads search``
+    runs with the default): every search indexes what is queued first."""
+    writer = _store(transcript_url, "deferred", migrated_store)
+    reader = _store(transcript_url, "inline", migrated_store)
+    try:
+        th = writer.create_thread(tenant)
+        (msg,) = writer.append(tenant, th.id, user("quebec words"))
+        assert [h.message_id for h in reader.search(tenant, "quebec")] == [msg.id]
+        assert queued(reader, tenant) == []
+    finally:
+        writer.engine.dispose()
+        reader.engine.dispose()
+
+
 def test_index_pending_moves_queued_rows_in_batches(
     deferred: TranscriptStore, tenant: str
 ) -> None:

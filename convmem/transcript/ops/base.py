@@ -118,11 +118,6 @@ class Ctx:
     retention: RetentionPolicy
     search_index: str = "inline"  # one of SEARCH_INDEX_MODES
 
-    @property
-    def deferred(self) -> bool:
-        """Search text is queued, not indexed, when written."""
-        return self.search_index == "deferred"
-
     def now(self) -> datetime:
         """The server time, naive UTC as stored."""
         return naive_utc(self.clock())

@@ -4,8 +4,9 @@ With ``search_index="deferred"`` a message's search text is written to
 ``convmem_index_queue`` (a plain table) instead of ``convmem_search``, so the turn
 does not pay for the full-text index (on PostgreSQL its GIN index costs ~1 ms per
 long answer). Two ways move it into the index: ``index_queued``, the first step of
-a search (the rows of the tenant or thread it searches, in its transaction, so a
-search is never stale), and ``index_batch``, one batch of the sweep
+every search whatever the store's mode (the rows of the tenant or thread it
+searches, in its transaction, so a search is never stale, even beside a store or a
+``convmem threads`` command configured the other way), and ``index_batch``, one batch of the sweep
 (``TranscriptStore.index_pending``). A row leaves the queue only by a DELETE that
 hands it to the index in the same transaction (PostgreSQL: one statement, ``DELETE
 ... RETURNING`` feeding the ``INSERT``; SQLite: under its write lock), so two

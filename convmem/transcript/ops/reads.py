@@ -96,9 +96,10 @@ _SIMPLE: sa.ColumnElement[Any] = sa.literal_column("'simple'::regconfig")
 def search(
     ctx: Ctx, tenant: str, query: str, thread_id: str | None, limit: int
 ) -> Op[list[SearchHit]]:
-    """Full-text search over the tenant's messages (FTS5 / PostgreSQL ``tsvector``); with
-    ``search_index="deferred"`` it first indexes what is queued for the tenant or thread
-    (``index_queued``), so its answer is complete. A write on SQLite (``BEGIN IMMEDIATE``)."""
+    """Full-text search over the tenant's messages (FTS5 / PostgreSQL ``tsvector``). It
+    first indexes what is queued for the tenant or thread (``index_queued``; whatever
+    this store's ``search_index``, as another store may have queued it), so its answer
+    is complete: a write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
     edge(tenant, thread_id=thread_id)
     if not isinstance(query, str):
         raise ConfigError(f"search: query must be a string, got {type(query).__name__}")
@@ -128,8 +129,7 @@ def search(
     )
     if thread_id is not None:
         stmt = stmt.where(s.c.thread_id == thread_id)
-    if ctx.deferred:
-        yield from index_queued(ctx, tenant, thread_id)
+    yield from index_queued(ctx, tenant, thread_id)
     res = yield stmt
     return [
         SearchHit(message_id=r.message_id, thread_id=r.thread_id, seq=r.seq, text=r.body)
