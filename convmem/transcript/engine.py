@@ -48,7 +48,7 @@ _UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutEr
 Content = str | Sequence[Part]
 _VERSION_TABLE = "convmem_alembic_version"  # convmem.transcript.migrate.VERSION_TABLE
 #: ``TranscriptStore``'s ``search_index`` unless given (docs/transcript.md, "Search").
-SEARCH_INDEX_DEFAULT = "inline"
+SEARCH_INDEX_DEFAULT = "deferred"
 
 
 ImportSource = str | bytes | Mapping[str, Any] | BinaryIO | os.PathLike[str]

@@ -29,10 +29,10 @@ class TestPostgresTranscript(SQLTranscriptSpec):
         return super().residue(store) + pg_dump_data(store)
 
 
-class TestPostgresTranscriptDeferredSearch(TestPostgresTranscript):
-    """The suite again with search text queued, indexed by the next search."""
+class TestPostgresTranscriptInlineSearch(TestPostgresTranscript):
+    """The suite again with search text indexed as it is written (``search_index="inline"``)."""
 
-    store_options: ClassVar[Mapping[str, Any]] = {"search_index": "deferred"}
+    store_options: ClassVar[Mapping[str, Any]] = {"search_index": "inline"}
 
 
 def pg_dump() -> str:

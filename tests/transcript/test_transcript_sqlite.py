@@ -26,10 +26,10 @@ class TestSQLiteTranscript(SQLTranscriptSpec):
         return super().residue(store) + raw + sqlite_dump(db)
 
 
-class TestSQLiteTranscriptDeferredSearch(TestSQLiteTranscript):
-    """The suite again with search text queued, indexed by the next search."""
+class TestSQLiteTranscriptInlineSearch(TestSQLiteTranscript):
+    """The suite again with search text indexed as it is written (``search_index="inline"``)."""
 
-    store_options: ClassVar[Mapping[str, Any]] = {"search_index": "deferred"}
+    store_options: ClassVar[Mapping[str, Any]] = {"search_index": "inline"}
 
 
 def sqlite_dump(db: Path) -> bytes:

@@ -116,7 +116,7 @@ class Ctx:
     dialect: str  # "sqlite" | "postgresql"
     clock: Callable[[], datetime]
     retention: RetentionPolicy
-    search_index: str = "inline"  # one of SEARCH_INDEX_MODES
+    search_index: str = "deferred"  # one of SEARCH_INDEX_MODES
 
     def now(self) -> datetime:
         """The server time, naive UTC as stored."""
