@@ -77,6 +77,7 @@ TWINS: dict[Sync, Async] = dict([
     _twin(_S.get_or_create_thread)(_S.aget_or_create_thread),
     _twin(_S.get_thread)(_S.aget_thread),
     _twin(_S.import_thread)(_S.aimport_thread),
+    _twin(_S.index_pending)(_S.aindex_pending),
     _twin(_S.list_derived)(_S.alist_derived),
     _twin(_S.list_threads)(_S.alist_threads),
     _twin(_S.rebase_path)(_S.arebase_path),

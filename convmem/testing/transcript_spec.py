@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import sqlalchemy as sa
@@ -62,6 +62,10 @@ class TranscriptStoreSpec(EveryMode, TranscriptPathCases):
     """Subclass with ``backend_id = "..."`` and a ``transcript_url`` fixture; see the
     module docstring."""
 
+    #: Keyword arguments of the store under test: a subclass runs the suite on another
+    #: configuration of the same backend (``{"search_index": "deferred"}``).
+    store_options: ClassVar[Mapping[str, Any]] = {}
+
     # ------------------------------------------------------------ fixtures and hooks
 
     @pytest.fixture
@@ -72,7 +76,9 @@ class TranscriptStoreSpec(EveryMode, TranscriptPathCases):
     @pytest.fixture
     def store(self, transcript_url: str, clock: Clock) -> Iterator[TranscriptStore]:
         """A migrated store on the backend under test."""
-        store = TranscriptStore(transcript_url, retention=FOREVER, clock=clock)
+        store = TranscriptStore(
+            transcript_url, retention=FOREVER, clock=clock, **self.store_options
+        )
         with _LOCK:
             if transcript_url not in _MIGRATED:
                 store.migrate()
@@ -238,6 +244,20 @@ class TranscriptStoreSpec(EveryMode, TranscriptPathCases):
         assert await api(store.search, tenant, "invoice") == []
 
     # ------------------------------------------------------------ export / import
+
+    async def test_index_pending_moves_what_is_queued_and_search_stays_complete(
+        self, api: TranscriptDriver, store: TranscriptStore, tenant: str
+    ) -> None:
+        th = await api(store.create_thread, tenant)
+        msgs = await api(store.append, tenant, th.id, [user(f"papa {i}") for i in range(5)])
+        hits = await api(store.search, tenant, "papa", limit=10)
+        assert sorted(h.message_id for h in hits) == sorted(m.id for m in msgs)
+        more = await api(store.append, tenant, th.id, [user(f"papa more {i}") for i in range(5)])
+        queued = 5 if store.search_index == "deferred" else 0
+        assert await api(store.index_pending, tenant, batch=2) == queued
+        assert await api(store.index_pending, tenant) == 0
+        hits = await api(store.search, tenant, "papa", limit=20)
+        assert sorted(h.message_id for h in hits) == sorted(m.id for m in msgs + more)
 
     async def test_export_import_export_is_byte_identical(
         self, api: TranscriptDriver, store: TranscriptStore, tenant: str

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 
 import sqlalchemy as sa
 
+from convmem.errors import ConfigError
 from convmem.transcript import ops
 from convmem.transcript.document import ImportLimits
 from convmem.transcript.engine import Content, ImportSource, Progress, StoreEngine, collided
@@ -280,8 +281,35 @@ class SyncTwins(StoreEngine):
     def search(
         self, tenant: str, query: str, *, thread_id: str | None = None, limit: int = 20
     ) -> list[SearchHit]:
-        """Full-text search over the tenant's messages."""
-        return self._run(ops.search(self._ctx, tenant, query, thread_id, limit))
+        """Full-text search over the tenant's messages. It indexes the tenant's (or the
+        thread's) queued messages first (``search_index="deferred"``), in its transaction:
+        its answer is never stale."""
+        return self._run(
+            ops.search(self._ctx, tenant, query, thread_id, limit), write=True
+        )
+
+    def index_pending(
+        self, tenant: str | None = None, *, limit: int | None = None, batch: int = 500
+    ) -> int:
+        """Move queued search text (``search_index="deferred"``) into the full-text index,
+        ``batch`` rows per transaction, until the queue is empty or ``limit`` rows moved;
+        returns how many. ``tenant=None``: every tenant's. Safe beside other indexers and
+        searches (no row is indexed twice); searches never need it, it keeps the index
+        from lagging behind rows nobody searched yet."""
+        if tenant is not None:
+            ops.edge(tenant)
+        for name, value in (("batch", batch), ("limit", limit)):
+            if value is not None and (type(value) is not int or value < 1):
+                raise ConfigError(f"index_pending: {name} must be a positive integer, "
+                                  f"got {value!r}")
+        done = 0
+        while limit is None or done < limit:
+            n = batch if limit is None else min(batch, limit - done)
+            moved = self._run(ops.index_batch(self._ctx, tenant, n), write=True)
+            done += moved
+            if moved < n:
+                break
+        return done
 
     # ------------------------------------------------------------ derived memories
 

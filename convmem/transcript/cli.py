@@ -1,7 +1,7 @@
 """``convmem threads``: the durable record from a shell.
 
 ``add_threads_parser(subparsers)`` registers
-``threads --db URL --tenant T {list,show,export,import,redact,delete,sweep,search,migrate}``
+``threads --db URL --tenant T {list,show,export,import,redact,delete,sweep,search,index,migrate}``
 on the application's argparse tree (``CONVMEM_DATABASE_URL`` and ``CONVMEM_TENANT``
 are the defaults) and sets ``func`` to ``run_threads``, which returns the exit code.
 ``export`` writes the canonical JSON to stdout byte for byte, so ``cmp`` can compare
@@ -47,7 +47,8 @@ def add_threads_parser(subparsers: Any) -> argparse.ArgumentParser:
         "threads",
         help="inspect, export, redact and delete conversation records",
         description="The durable conversation record: list, show, export, import, redact, "
-        "delete, sweep and search threads, and create or upgrade the schema.",
+        "delete, sweep and search threads, index queued search text, and create or upgrade "
+        "the schema.",
     )
     p.add_argument(
         "--db",
@@ -101,6 +102,13 @@ def add_threads_parser(subparsers: Any) -> argparse.ArgumentParser:
     se.add_argument("query", help="words to look for")
     se.add_argument("--thread", default=None, help="only this thread")
     se.add_argument("--limit", type=positive_int, default=20, help="at most this many hits (default 20)")
+    ix = sub.add_parser("index", help="move queued search text into the full-text index",
+                        description="Index the search text a store with search_index="
+                        "'deferred' queued (searches index their own first; this keeps "
+                        "the index from lagging).")
+    ix.add_argument("--all-tenants", action="store_true", help="ignore --tenant")
+    ix.add_argument("--batch", type=positive_int, default=500,
+                    help="rows per transaction (default 500)")
     sub.add_parser("migrate", help="create or upgrade the schema",
                    description="Create or upgrade the record's schema (safe to run again).")
     p.set_defaults(func=run_threads)
@@ -246,8 +254,10 @@ def run_threads(args: argparse.Namespace) -> int:
     try:
         if not args.db:
             raise ConfigError("give --db URL or set CONVMEM_DATABASE_URL")
-        if cmd not in ("migrate", "sweep") and not args.tenant:
+        if cmd not in ("migrate", "sweep", "index") and not args.tenant:
             raise ConfigError("give --tenant T or set CONVMEM_TENANT")
+        if cmd == "index" and not args.all_tenants and not args.tenant:
+            raise ConfigError("give --tenant T or --all-tenants")
         if args.tenant:
             check_tenant(args.tenant, "--tenant")
         policy = RetentionPolicy(max_age=None, owner="convmem-cli")  # read-only commands
@@ -372,6 +382,9 @@ def _dispatch(
             out.print(f"deleted {len(done.expired)}")
         elif not args.apply:
             out.print("dry run: add --apply to delete")
+    elif cmd == "index":
+        scope = None if args.all_tenants else tenant
+        out.print(f"indexed {store.index_pending(scope, batch=args.batch)}")
     elif cmd == "search":
         for hit in store.search(tenant, args.query, thread_id=args.thread, limit=args.limit):
             out.print(f"{hit.thread_id} #{hit.seq} {hit.message_id}: {escape(_short(hit.text))}")

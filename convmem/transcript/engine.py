@@ -47,6 +47,8 @@ Progress = Callable[[int, int], None]
 _UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError)
 Content = str | Sequence[Part]
 _VERSION_TABLE = "convmem_alembic_version"  # convmem.transcript.migrate.VERSION_TABLE
+#: ``TranscriptStore``'s ``search_index`` unless given (docs/transcript.md, "Search").
+SEARCH_INDEX_DEFAULT = "deferred"
 
 
 ImportSource = str | bytes | Mapping[str, Any] | BinaryIO | os.PathLike[str]
@@ -211,9 +213,13 @@ class StoreEngine:
         pool_size: int = 5,
         max_overflow: int = 20,
         pool_timeout: float = 30.0,
+        search_index: str = SEARCH_INDEX_DEFAULT,
     ) -> None:
         if not isinstance(retention, RetentionPolicy):
             raise ConfigError("TranscriptStore: retention must be a RetentionPolicy")
+        if not isinstance(search_index, str) or search_index not in ops.SEARCH_INDEX_MODES:
+            raise ConfigError("TranscriptStore: search_index must be 'inline' or 'deferred', "
+                              f"got {search_index!r}")
         for name, value in (("pool_size", pool_size), ("max_overflow", max_overflow)):
             if type(value) is not int or value < 0:
                 raise ConfigError(f"TranscriptStore: {name} must be a non-negative integer, "
@@ -243,7 +249,10 @@ class StoreEngine:
             drop_hung_up_connections(self.engine)
             drop_hung_up_connections(self.async_engine.sync_engine)
         self.retention = retention
-        self._ctx = ops.Ctx(dialect=self.dialect, clock=clock, retention=retention)
+        self.search_index = search_index
+        self._ctx = ops.Ctx(
+            dialect=self.dialect, clock=clock, retention=retention, search_index=search_index
+        )
         # every loop but the pool's own shares one unpooled engine (see ``_aengine``)
         self._unpooled: AsyncEngine = create_async_engine(self.async_engine.url, poolclass=NullPool)
         if self.dialect == "sqlite":

@@ -9,7 +9,10 @@ no message row is shared between threads. Every table carries ``tenant`` so ever
 query can be scoped without a join. The search index (``convmem_search``) is an
 FTS5 virtual table on SQLite and a plain table with a GIN index on PostgreSQL, so it
 is declared here as a Core table and created by the migrations, never by
-``create_all``. The schema changes only through ``convmem/transcript/migrations``.
+``create_all``. With ``search_index="deferred"`` a message's search text goes to
+``convmem_index_queue`` instead (a plain table, no full-text index: revision 0004)
+and moves into the index at the next search of its tenant or thread, or by
+``index_pending``. The schema changes only through ``convmem/transcript/migrations``.
 
 Ids are namespaced by tenant (revision 0003): every primary key is ``(tenant, id)``
 and every link to a thread is ``(tenant, thread_id)``, so another tenant's id is
@@ -182,6 +185,20 @@ class RedactionRow(_ThreadContent, table=True):
     affected: dict[str, Any] = Field(default_factory=dict, sa_column=sa.Column(sa.JSON))
 
 
+class IndexQueueRow(SQLModel, table=True):
+    """A message's search text not indexed yet (``search_index="deferred"``): written on
+    the turn without the full-text index's cost, moved into it by the next search of
+    its tenant or thread, or by ``index_pending``. Keyed by thread, so a search, a
+    deletion or a redaction finds a thread's rows by the key."""
+
+    __tablename__ = "convmem_index_queue"
+
+    tenant: str = Field(primary_key=True, max_length=200)
+    thread_id: str = Field(primary_key=True, max_length=64)
+    message_id: str = Field(primary_key=True, max_length=64)
+    body: str = Field(sa_type=sa.Text)
+
+
 def _table(model: type[SQLModel]) -> sa.Table:
     return cast(sa.Table, model.__table__)  # type: ignore[attr-defined]
 
@@ -193,6 +210,7 @@ TEMPLATES = _table(TemplateRow)
 TURNS = _table(TurnRow)
 DERIVED = _table(DerivedRow)
 REDACTIONS = _table(RedactionRow)
+INDEX_QUEUE = _table(IndexQueueRow)
 
 search_metadata = sa.MetaData()
 SEARCH = sa.Table(
@@ -206,6 +224,7 @@ SEARCH = sa.Table(
 
 # Tables holding a thread's content, in deletion order (children first).
 CONTENT_TABLES: tuple[str, ...] = (
+    "convmem_index_queue",
     "convmem_search",
     "convmem_derived",
     "convmem_redactions",

@@ -33,7 +33,7 @@ CALL = ModelCall(system_prompt="You answer questions about the account book.", m
 #: Tables whose rows belong to one thread (the templates and attachments tables are
 #: per tenant, content-addressed: docs/scaling.md says how they distribute).
 THREAD_TABLES = ("convmem_threads", "convmem_messages", "convmem_turns", "convmem_derived",
-                 "convmem_redactions", "convmem_search")
+                 "convmem_redactions", "convmem_search", "convmem_index_queue")
 _JOIN = re.compile(r"\bJOIN\s+(\w+)(?:\s+AS)?(?:\s+\w+)?\s+ON\b(.*?)(?=\bJOIN\b|\bWHERE\b|\bORDER\b"
                    r"|\bGROUP\b|\bLIMIT\b|\bUNION\b|$)", re.IGNORECASE | re.DOTALL)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from convmem.testing.transcript_driver import FOREVER, rich_thread
-from convmem.transcript import TranscriptStore
+from convmem.transcript import NewMessage, TranscriptStore
 from convmem.transcript.cli import main
 
 
@@ -100,4 +100,20 @@ def test_cli_import_refuses_a_hostile_document_from_stdin(
     err = capsys.readouterr().err
     assert "import refused: $.messages[1].parent_id" in err and "Traceback" not in err
     assert store.list_threads("demo") == []
+    store.engine.dispose()
+
+
+@pytest.mark.sqlite
+def test_cli_index_moves_queued_search_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = f"sqlite:///{tmp_path / 'q.db'}"
+    _cli(capsys, "--db", db, "migrate")
+    store = TranscriptStore(db, retention=FOREVER, search_index="deferred")
+    for tenant in ("a", "b"):
+        th = store.create_thread(tenant)
+        store.append(tenant, th.id, [NewMessage(role="user", content=f"romeo {i}") for i in range(3)])
+    assert main(["threads", "--db", db, "index"]) == 2
+    assert "give --tenant T or --all-tenants" in capsys.readouterr().err
+    assert _cli(capsys, "--db", db, "--tenant", "a", "index", "--batch", "2") == "indexed 3\n"
+    assert _cli(capsys, "--db", db, "index", "--all-tenants") == "indexed 3\n"
+    assert _cli(capsys, "--db", db, "index", "--all-tenants") == "indexed 0\n"
     store.engine.dispose()

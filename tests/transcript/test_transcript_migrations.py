@@ -3,7 +3,9 @@
 0001 → head: the search index (0002) is backfilled from messages written under 0001.
 0002 → 0003: tables rebuilt with per-tenant keys keep every row, threads get an
 incarnation, and a model input written without quote links is still erased by the
-renderer's forms of the question. Keep both when adding revisions.
+renderer's forms of the question. 0003 → 0004: the search index's queue, which a
+deferred store writes to and a downgrade indexes before it goes. Keep them all when
+adding revisions.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def _fill_first_revision(store: TranscriptStore, tenant: str) -> str:
 
 def _check_head(store: TranscriptStore, tenant: str, tid: str) -> None:
     store.migrate()
-    assert current_revision(store.engine) == head_revision() == "0003"
+    assert current_revision(store.engine) == head_revision() == "0004"
     path = store.active_path(tenant, tid)
     assert [m.text for m in path] == ["legacy zebra", "ok"]
     assert path[0].received_at.isoformat() == "2024-05-01T12:00:00.123456+00:00"
@@ -143,7 +145,7 @@ def _fill_second_revision(store: TranscriptStore, tenant: str, question: str) ->
 
 def _check_0003(store: TranscriptStore, tenant: str, tid: str, q_id: str, marker: str) -> None:
     store.migrate()
-    assert current_revision(store.engine) == "0003"
+    assert current_revision(store.engine) == head_revision()
     thread = store.get_thread(tenant, tid)
     assert thread.incarnation  # every existing thread got one
     assert [m.text for m in store.active_path(tenant, tid)][:2] == ["legacy zebra", "ok"]
@@ -175,3 +177,40 @@ def test_second_revision_upgrades_to_0003(unmigrated_store: TranscriptStore) -> 
     tid, q_id = _fill_second_revision(
         unmigrated_store, "mig3", _QUESTION.replace("zebra-{m}", marker))
     _check_0003(unmigrated_store, "mig3", tid, q_id, marker)
+
+
+# ------------------------------------------------------------------ revision 0004
+
+
+def test_third_revision_upgrades_to_0004_and_back(unmigrated_store: TranscriptStore) -> None:
+    """0004 adds the queue: a deferred store writes to it and searches through it;
+    going back to 0003 indexes what is still queued, so no message leaves search."""
+    from alembic import command
+
+    from convmem.transcript.migrate import alembic_config
+
+    tid = _fill_first_revision(unmigrated_store, "mig4")
+    unmigrated_store.migrate("0003")
+    unmigrated_store.migrate()
+    assert current_revision(unmigrated_store.engine) == "0004"
+    url = unmigrated_store.engine.url
+    deferred = TranscriptStore(url, retention=FOREVER, search_index="deferred")
+    try:
+        (late,) = deferred.append("mig4", tid, store_message("queued yak"))
+        (later,) = deferred.append("mig4", tid, store_message("queued yak again"))
+        with deferred.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM convmem_index_queue")).scalar() == 2
+        assert [h.message_id for h in deferred.search("mig4", "zebra")] == [f"{tid}-1"]
+        assert [h.message_id for h in deferred.search("mig4", "again")] == [later.id]
+        (last,) = deferred.append("mig4", tid, store_message("still queued gnu"))
+    finally:
+        deferred.engine.dispose()
+    with unmigrated_store.engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0003")
+    assert current_revision(unmigrated_store.engine) == "0003"
+    with unmigrated_store.engine.connect() as conn:
+        assert not sa.inspect(conn).has_table("convmem_index_queue")
+        hits = conn.execute(
+            sa.text("SELECT message_id FROM convmem_search WHERE tenant = 'mig4'")
+        ).scalars()
+        assert {late.id, later.id, last.id} <= set(hits)

@@ -7,7 +7,8 @@ import shutil
 import subprocess
 import uuid
 import warnings
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import pytest
 import sqlalchemy as sa
@@ -26,6 +27,12 @@ class TestPostgresTranscript(SQLTranscriptSpec):
     def residue(self, store: TranscriptStore) -> bytes:
         """Rows, plus ``pg_dump --data-only`` of the database."""
         return super().residue(store) + pg_dump_data(store)
+
+
+class TestPostgresTranscriptInlineSearch(TestPostgresTranscript):
+    """The suite again with search text indexed as it is written (``search_index="inline"``)."""
+
+    store_options: ClassVar[Mapping[str, Any]] = {"search_index": "inline"}
 
 
 def pg_dump() -> str:

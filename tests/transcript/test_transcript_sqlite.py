@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -22,6 +24,12 @@ class TestSQLiteTranscript(SQLTranscriptSpec):
         db = Path(str(store.engine.url.database))
         raw = b"".join(p.read_bytes() for p in (db, db.with_name(db.name + "-wal")) if p.exists())
         return super().residue(store) + raw + sqlite_dump(db)
+
+
+class TestSQLiteTranscriptInlineSearch(TestSQLiteTranscript):
+    """The suite again with search text indexed as it is written (``search_index="inline"``)."""
+
+    store_options: ClassVar[Mapping[str, Any]] = {"search_index": "inline"}
 
 
 def sqlite_dump(db: Path) -> bytes:

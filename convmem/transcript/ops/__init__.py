@@ -1,7 +1,7 @@
 """Every transcript operation, written once as a sans-I/O generator.
 The operations live by concern: ``base`` (steps, context, row decoding, the edge),
 ``messages`` (the steps most operations share), ``threads``, ``append``, ``turns``,
-``reads``, ``redaction``, and ``portability`` (export and import; loaded on first use,
+``reads``, ``indexing`` (the deferred search index), ``redaction``, and ``portability`` (export and import; loaded on first use,
 it brings the document reader). This package re-exports the rest, so ``ops.append``
 names the operation wherever it lives.
 
@@ -18,7 +18,8 @@ SQLite the store opens write transactions with ``BEGIN IMMEDIATE``), then take
 their sequence numbers with one ``UPDATE ... RETURNING next_seq`` that also moves
 the active leaf, so concurrent appends to one thread queue up and form one linear,
 gapless path. On PostgreSQL ``insert_chain`` does the lock, the read of the active
-leaf, the sequence numbers, the messages and their search rows in one statement;
+leaf, the sequence numbers, the messages and their search text (indexed or queued:
+``indexing``) in one statement;
 an append to the active leaf is that statement alone (``Alone``: autocommit, one
 round trip). Every statement filters on ``tenant``, and ids are namespaced by tenant
 (primary keys ``(tenant, id)``): a thread of another tenant is indistinguishable from
@@ -50,6 +51,7 @@ from convmem.transcript.ops.base import (
     ID_CHARS,
     JSON_INT,
     MSG_COLS,
+    SEARCH_INDEX_MODES,
     ActiveLeaf,
     Alone,
     Ctx,
@@ -70,6 +72,7 @@ from convmem.transcript.ops.base import (
     to_message,
     to_thread,
 )
+from convmem.transcript.ops.indexing import index_batch, index_queued
 from convmem.transcript.ops.messages import (
     add_attachment_refs,
     attachment_refs,
@@ -128,6 +131,7 @@ __all__ = [
     "JSON_INT",
     "MSG_COLS",
     "PREFIX_MIN",
+    "SEARCH_INDEX_MODES",
     "ActiveLeaf",
     "Alone",
     "Ctx",
@@ -169,6 +173,8 @@ __all__ = [
     "get_messages",
     "get_or_create_thread",
     "get_thread",
+    "index_batch",
+    "index_queued",
     "insert_chain",
     "insert_message_rows",
     "list_derived",

@@ -103,6 +103,12 @@ class ActiveLeaf:
 ACTIVE = ActiveLeaf()
 
 
+#: Where a message's search text goes when it is written: into the full-text index
+#: (``inline``), or into ``convmem_index_queue``, indexed by the next search of its
+#: tenant or thread or by ``index_pending`` (``deferred``: the index's cost leaves the turn).
+SEARCH_INDEX_MODES: tuple[str, ...] = ("inline", "deferred")
+
+
 @dataclass(frozen=True, slots=True)
 class Ctx:
     """What statement building depends on besides the arguments."""
@@ -110,6 +116,7 @@ class Ctx:
     dialect: str  # "sqlite" | "postgresql"
     clock: Callable[[], datetime]
     retention: RetentionPolicy
+    search_index: str = "deferred"  # one of SEARCH_INDEX_MODES
 
     def now(self) -> datetime:
         """The server time, naive UTC as stored."""

@@ -15,6 +15,7 @@ from convmem.transcript.errors import RecordCorrupt, ThreadDeleted, ThreadNotFou
 from convmem.transcript.ids import new_id
 from convmem.transcript.models import (
     ATTACHMENTS,
+    INDEX_QUEUE,
     MESSAGES,
     SEARCH,
     THREADS,
@@ -72,7 +73,8 @@ _TAKE_SEQ = {
     for move in (False, True)
 }
 _INSERT_MESSAGES = sa.insert(MESSAGES)
-_INSERT_SEARCH = sa.insert(SEARCH)
+#: Where ``insert_message_rows`` writes search text, by ``Ctx.search_index``.
+_INSERT_SEARCH = {"inline": sa.insert(SEARCH), "deferred": sa.insert(INDEX_QUEUE)}
 
 
 def missing_thread(tenant: str, thread_id: str, incarnation: str | None = None) -> ThreadNotFound:
@@ -281,18 +283,21 @@ def attachment_refs(parts_lists: Iterable[Sequence[Mapping[str, Any]]]) -> Count
 
 
 def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
-    """Insert message rows and their search-index rows."""
+    """Insert message rows and their search text (indexed, or queued: ``Ctx.search_index``)."""
     # one row: a plain execute (psycopg's executemany pipelines, slower for one row)
     if rows:
         yield (_INSERT_MESSAGES, rows[0] if len(rows) == 1 else list(rows))
     search = _search_rows(rows)
     if search:
-        yield (_INSERT_SEARCH, search[0] if len(search) == 1 else search)
+        yield (_INSERT_SEARCH[ctx.search_index], search[0] if len(search) == 1 else search)
 
 
 #: The chain's CTEs after the lock: ``{src}`` names the CTE holding the locked
 #: thread row (``id``, ``active_leaf``); ``th`` hands out the numbers, ``msg`` and
 #: ``search`` insert. Commit points 1 and 2 add their own CTEs to the same statement.
+#: The search text goes to the index (``:search``) or to its queue (``:search_queue``):
+#: ``pg_chain_params`` fills the one ``Ctx.search_index`` names and leaves the other
+#: ``[]``, so both modes share one statement text (and one prepared plan).
 PG_CHAIN_CTES = """
 th AS (
     UPDATE convmem_threads AS t
@@ -317,6 +322,11 @@ th AS (
     INSERT INTO convmem_search (body, message_id, tenant, thread_id)
     SELECT s.body, s.message_id, :tenant, :thread_id
     FROM th CROSS JOIN json_to_recordset(CAST(:search AS json)) AS s(
+        message_id text, body text)
+), search_queue AS (
+    INSERT INTO convmem_index_queue (tenant, thread_id, message_id, body)
+    SELECT :tenant, :thread_id, s.message_id, s.body
+    FROM th CROSS JOIN json_to_recordset(CAST(:search_queue AS json)) AS s(
         message_id text, body text)
 )"""
 
@@ -409,8 +419,10 @@ def pg_chain_params(
     move_leaf: bool,
     turn_id: str | None,
     incarnation: str | None,
+    search_index: str,
 ) -> dict[str, Any]:
-    """The parameters of ``PG_LOCK_CTE`` + ``PG_CHAIN_CTES`` for a chain's rows."""
+    """The parameters of ``PG_LOCK_CTE`` + ``PG_CHAIN_CTES`` for a chain's rows (search
+    text for the index or its queue, as ``search_index`` says)."""
     payload = [
         {
             "i": r["seq"],
@@ -426,7 +438,10 @@ def pg_chain_params(
         }
         for r in rows
     ]
-    search = [{"message_id": s["message_id"], "body": s["body"]} for s in _search_rows(rows)]
+    search = json.dumps(
+        [{"message_id": s["message_id"], "body": s["body"]} for s in _search_rows(rows)]
+    )
+    queued = search_index == "deferred"
     follow = isinstance(parent_id, ActiveLeaf)
     return {
         "thread_id": thread_id,
@@ -440,7 +455,8 @@ def pg_chain_params(
         "turn_id": turn_id,
         "incarnation": incarnation,
         "rows": json.dumps(payload),
-        "search": json.dumps(search),
+        "search": "[]" if queued else search,
+        "search_queue": search if queued else "[]",
     }
 
 
@@ -483,6 +499,7 @@ def insert_chain(
         params = pg_chain_params(
             tenant, thread_id, parent_id, rows, now,
             move_leaf=move_leaf, turn_id=turn_id, incarnation=incarnation,
+            search_index=ctx.search_index,
         )
         alone = whole_op and not refs
         res = yield (Alone(_PG_INSERT_CHAIN, params) if alone else (_PG_INSERT_CHAIN, params))

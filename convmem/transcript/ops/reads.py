@@ -30,6 +30,7 @@ from convmem.transcript.ops.base import (
     to_message,
     to_thread,
 )
+from convmem.transcript.ops.indexing import index_queued
 from convmem.transcript.ops.messages import corrupt_links, lock_thread, read_path, read_thread
 from convmem.transcript.records import (
     AttachmentPart,
@@ -95,7 +96,10 @@ _SIMPLE: sa.ColumnElement[Any] = sa.literal_column("'simple'::regconfig")
 def search(
     ctx: Ctx, tenant: str, query: str, thread_id: str | None, limit: int
 ) -> Op[list[SearchHit]]:
-    """Full-text search over the tenant's messages (FTS5 / PostgreSQL ``tsvector``)."""
+    """Full-text search over the tenant's messages (FTS5 / PostgreSQL ``tsvector``). It
+    first indexes what is queued for the tenant or thread (``index_queued``; whatever
+    this store's ``search_index``, as another store may have queued it), so its answer
+    is complete: a write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
     edge(tenant, thread_id=thread_id)
     if not isinstance(query, str):
         raise ConfigError(f"search: query must be a string, got {type(query).__name__}")
@@ -125,6 +129,7 @@ def search(
     )
     if thread_id is not None:
         stmt = stmt.where(s.c.thread_id == thread_id)
+    yield from index_queued(ctx, tenant, thread_id)
     res = yield stmt
     return [
         SearchHit(message_id=r.message_id, thread_id=r.thread_id, seq=r.seq, text=r.body)

@@ -16,6 +16,7 @@ from convmem.transcript.errors import RecordCorrupt
 from convmem.transcript.ids import new_id
 from convmem.transcript.models import (
     DERIVED,
+    INDEX_QUEUE,
     MESSAGES,
     REDACTIONS,
     SEARCH,
@@ -154,7 +155,7 @@ def redact(
     """Rewrite a message's content everywhere it was copied; keep ids, places and tree.
 
     Reaches, by link: the message and every row that is a copy of it or that it
-    copies (``copy_of``, across forks), the search rows of those, the derived memories
+    copies (``copy_of``, across forks), the search rows of those (indexed or queued), the derived memories
     citing any of them (tombstoned), the attachments they referenced, and the
     model-input records quoting them (``quotes``), where every form of the text
     (``text_forms``: as written, per line, as the renderer quotes it) is replaced in
@@ -196,6 +197,11 @@ def redact(
         )
     removed = yield from drop_attachment_refs(tenant, refs)
     yield sa.delete(SEARCH).where(SEARCH.c.tenant == tenant, SEARCH.c.message_id.in_(ids))
+    yield sa.delete(INDEX_QUEUE).where(
+        INDEX_QUEUE.c.tenant == tenant,
+        INDEX_QUEUE.c.thread_id.in_(threads),
+        INDEX_QUEUE.c.message_id.in_(ids),
+    )
     res = yield sa.select(TURNS).where(TURNS.c.tenant == tenant, TURNS.c.thread_id.in_(threads))
     turn_ids: list[str] = []
     for t in res.mappings().all():
@@ -259,8 +265,9 @@ def delete_thread(ctx: Ctx, tenant: str, thread_id: str) -> Op[DeletionReceipt]:
     refs = attachment_refs(r.parts or [] for r in res.all())
     where_thread = {
         t: sa.and_(t.c.thread_id == thread_id, t.c.tenant == tenant)
-        for t in (SEARCH, DERIVED, REDACTIONS, TURNS, MESSAGES)
+        for t in (INDEX_QUEUE, SEARCH, DERIVED, REDACTIONS, TURNS, MESSAGES)
     }
+    yield sa.delete(INDEX_QUEUE).where(where_thread[INDEX_QUEUE])
     yield sa.delete(SEARCH).where(where_thread[SEARCH])
     derived = (yield sa.delete(DERIVED).where(where_thread[DERIVED])).rowcount
     yield sa.delete(REDACTIONS).where(where_thread[REDACTIONS])

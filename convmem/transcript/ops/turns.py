@@ -173,11 +173,12 @@ def _pg_begin_turn(
     turn: JSONDict,
     prompt: str | None,
     incarnation: str | None,
+    search_index: str,
 ) -> Op[Message]:
     """Run ``_PG_BEGIN_TURN`` for the user message's row; its record."""
     params = pg_chain_params(
         tenant, thread_id, ACTIVE, rows, now, move_leaf=True, turn_id=turn_id,
-        incarnation=incarnation,
+        incarnation=incarnation, search_index=search_index,
     )
     params.update(
         sha=turn["template_sha256"], prompt=prompt, rendered_block=turn["rendered_block"],
@@ -245,7 +246,7 @@ def begin_turn_record(
         rows, _ = chain_rows(tenant, thread_id, [user_message], now, turn_id, None)
         if not attachment_refs(r["parts"] for r in rows):
             msg = yield from _pg_begin_turn(tenant, thread_id, rows, now, turn_id, turn,
-                                            prompt, incarnation)
+                                            prompt, incarnation, ctx.search_index)
             return TurnRecord(turn_id=turn_id, thread_id=thread_id, user_message=msg)
     if quoted:  # after the thread's lock (insert_chain takes it again: a no-op)
         if isinstance(parent_id, ActiveLeaf):
@@ -362,7 +363,7 @@ def complete_turn_on_leaf(
     answer = next((r["id"] for r in reversed(rows) if r["role"] == "assistant"), rows[-1]["id"])
     params = pg_chain_params(
         tenant, thread_id, ACTIVE, rows, now, move_leaf=True, turn_id=turn_id,
-        incarnation=incarnation,
+        incarnation=incarnation, search_index=ctx.search_index,
     )
     params["answer_id"] = answer
     res = yield Alone(_PG_COMPLETE_TURN, params)
