@@ -142,6 +142,7 @@ def test_a_huge_record_is_refused_as_it_streams_in_within_100_mb(
         assert "ImportLimits.max_record_" in out["problem"], out
         assert "the record $.messages[0] " in out["problem"], out
     peak_mb = out["peak_kb"] / 1024
+    print(f"{shape}: {out['path']}, peak RSS {peak_mb:.1f} MB, baseline {out['base_kb'] / 1024:.1f} MB")
     assert peak_mb <= LIMIT_MB, f"peak RSS {peak_mb:.0f} MB (baseline {out['base_kb'] / 1024:.0f} MB)"
 
 
@@ -154,6 +155,7 @@ def test_large_legitimate_messages_import_within_100_mb(
     out = import_in_child(transcript_url, path)
     assert out["outcome"] == "accepted", out
     peak_mb = out["peak_kb"] / 1024
+    print(f"large messages: peak RSS {peak_mb:.1f} MB, baseline {out['base_kb'] / 1024:.1f} MB")
     assert peak_mb <= LIMIT_MB, f"peak RSS {peak_mb:.0f} MB (baseline {out['base_kb'] / 1024:.0f} MB)"
 
 
