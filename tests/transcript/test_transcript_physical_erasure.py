@@ -105,6 +105,7 @@ class Files:
 
 
 @pytest.mark.postgres
+@pytest.mark.slow  # its own PostgreSQL server
 def test_purge_physical_takes_deleted_and_redacted_text_out_of_postgresql_files(
     throwaway_postgres: EmbeddedPostgres, capsys: pytest.CaptureFixture[str]
 ) -> None:
