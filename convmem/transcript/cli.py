@@ -1,13 +1,15 @@
 """``convmem threads``: the durable record from a shell.
 
 ``add_threads_parser(subparsers)`` registers
-``threads --db URL --tenant T {list,show,export,import,redact,delete,sweep,search,index,migrate}``
+``threads --db URL --tenant T {list,show,export,import,redact,delete,sweep,search,index,
+migrate,purge-physical}``
 on the application's argparse tree (``CONVMEM_DATABASE_URL`` and ``CONVMEM_TENANT``
 are the defaults) and sets ``func`` to ``run_threads``, which returns the exit code.
 ``export`` writes the canonical JSON to stdout byte for byte, so ``cmp`` can compare
 two exports; ``show`` draws the branch tree with the active path marked; ``sweep``
 is a dry run unless ``--apply`` and always needs the default policy spelled out;
-``delete`` asks first unless ``--yes``.
+``delete`` asks first unless ``--yes``; ``purge-physical`` rewrites the record's files
+so that erased content leaves the disk too (database-wide: no tenant).
 
 User mistakes end in one line and exit 2, before the database is touched where
 possible: a bare path as ``--db`` (with the ``sqlite:///`` spelling to use), a
@@ -111,6 +113,13 @@ def add_threads_parser(subparsers: Any) -> argparse.ArgumentParser:
                     help="rows per transaction (default 500)")
     sub.add_parser("migrate", help="create or upgrade the schema",
                    description="Create or upgrade the record's schema (safe to run again).")
+    sub.add_parser(
+        "purge-physical", help="rewrite the record's files so erased content leaves the disk",
+        description="Rewrite the record's tables, indexes and statistics so that what "
+        "redactions and deletions removed leaves the database files too (PostgreSQL: VACUUM "
+        "FULL, which locks each table while it runs, and CHECKPOINT if permitted; SQLite: "
+        "VACUUM). The WAL, archives, replicas and backups are out of its reach.",
+    )
     p.set_defaults(func=run_threads)
     return p
 
@@ -254,7 +263,7 @@ def run_threads(args: argparse.Namespace) -> int:
     try:
         if not args.db:
             raise ConfigError("give --db URL or set CONVMEM_DATABASE_URL")
-        if cmd not in ("migrate", "sweep", "index") and not args.tenant:
+        if cmd not in ("migrate", "sweep", "index", "purge-physical") and not args.tenant:
             raise ConfigError("give --tenant T or set CONVMEM_TENANT")
         if cmd == "index" and not args.all_tenants and not args.tenant:
             raise ConfigError("give --tenant T or --all-tenants")
@@ -315,6 +324,9 @@ def _dispatch(
     if cmd == "migrate":
         store.migrate()
         out.print("schema at head")
+    elif cmd == "purge-physical":
+        for line in store.purge_physical():
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
     elif cmd == "list":
         threads = store.list_threads(tenant, limit=args.limit)
         if not threads:

@@ -51,18 +51,37 @@ _BAD_ID = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 @dataclass(frozen=True, slots=True)
 class ImportLimits:
-    """Size caps of an import (each refusal names the limit it hit)."""
+    """Size caps of an import (each refusal names the limit it hit).
+
+    A *record* is one item of a section (a message, a model input, ...) or one
+    top-level field (``thread``): the reader builds one at a time, so its two caps
+    bound the memory of an import whatever the document holds. They are enforced
+    while the bytes stream in, before the record exists as Python objects; an
+    attachment's record may exceed ``max_record_bytes`` by its base64 data.
+    """
 
     max_string_chars: int = 16 * 1024 * 1024  # one text, prompt, block, content
     max_attachment_bytes: int = 32 * 1024 * 1024  # one attachment's bytes
     max_items: int = 5_000_000  # entries of one section (messages, model inputs, ...)
     max_depth: int = 64  # JSON nesting, from the document's top
     max_document_bytes: int = 16 * 1024**3
+    max_record_bytes: int = 4 * 1024 * 1024  # one record's JSON (an attachment: + its data)
+    max_record_values: int = 100_000  # JSON values and object keys in one record
 
     @property
     def max_raw_string(self) -> int:
         """The longest string the reader lets through (attachment data is base64)."""
-        return max(self.max_string_chars, -(-self.max_attachment_bytes // 3) * 4)
+        return max(self.max_string_chars, base64_chars(self.max_attachment_bytes))
+
+    @property
+    def max_attachment_record_bytes(self) -> int:
+        """An attachment's record: its base64 data plus an ordinary record's bound."""
+        return base64_chars(self.max_attachment_bytes) + self.max_record_bytes
+
+
+def base64_chars(n: int) -> int:
+    """Length of the base64 text of ``n`` bytes."""
+    return -(-n // 3) * 4
 
 
 # ---------------------------------------------------------------- specs
@@ -303,7 +322,7 @@ def base64_data(v: Any, path: str, lim: ImportLimits) -> bytes:
     """Strict standard base64, within the attachment cap."""
     if not isinstance(v, str):
         raise refuse_type("base64 text", v, path)
-    if len(v) > -(-lim.max_attachment_bytes // 3) * 4:
+    if len(v) > base64_chars(lim.max_attachment_bytes):
         raise ImportRefused(
             path, f"holds more than {lim.max_attachment_bytes} bytes (ImportLimits.max_attachment_bytes)"
         )

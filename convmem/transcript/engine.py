@@ -49,6 +49,11 @@ Content = str | Sequence[Part]
 _VERSION_TABLE = "convmem_alembic_version"  # convmem.transcript.migrate.VERSION_TABLE
 #: ``TranscriptStore``'s ``search_index`` unless given (docs/transcript.md, "Search").
 SEARCH_INDEX_DEFAULT = "deferred"
+#: A relation's file and total size (with its TOAST table and indexes).
+_PG_FILE = sa.text(
+    "SELECT pg_relation_filenode(CAST(:t AS regclass)) AS node, "
+    "pg_size_pretty(pg_total_relation_size(CAST(:t AS regclass))) AS size"
+)
 
 
 ImportSource = str | bytes | Mapping[str, Any] | BinaryIO | os.PathLike[str]
@@ -385,6 +390,82 @@ class StoreEngine:
                 return sa.inspect(conn).has_table(_VERSION_TABLE)
         except _UNAVAILABLE as exc:
             raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+
+    # ------------------------------------------------------------ physical erasure
+
+    def purge_physical(self) -> list[str]:
+        """Rewrite the record's files so that what redactions and deletions took out
+        leaves the disk as well, not only the rows; one line per step, done or skipped.
+
+        Deletion and redaction leave old row versions, dead index entries (PostgreSQL's
+        GIN index never drops a word) and sampled statistics behind until the files are
+        rewritten (docs/transcript.md, "Physical erasure"). PostgreSQL: ``VACUUM (FULL,
+        ANALYZE)`` of each content table (a new file for the table, its TOAST table and
+        every index; fresh statistics), then ``VACUUM (FULL)`` of ``pg_statistic`` and a
+        ``CHECKPOINT`` where the role may (a superuser). Each table is locked while it is
+        rewritten. SQLite: the search index merged, ``VACUUM``, the WAL truncated. The
+        WAL, archives, replicas and backups are out of reach of both.
+        """
+        try:
+            if self.dialect == "sqlite":
+                return self._purge_sqlite()
+            return self._purge_postgres()
+        except _UNAVAILABLE as exc:
+            raise TranscriptUnavailable(f"transcript database unavailable: {exc}") from exc
+
+    def _purge_postgres(self) -> list[str]:
+        done: list[str] = []
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+
+            def rewrite(table: str, statement: str) -> None:
+                """``statement`` on ``table``: rewritten iff its file changed (VACUUM
+                only warns, and skips, a table the role may not rewrite)."""
+                before = conn.execute(_PG_FILE, {"t": table}).one()
+                conn.exec_driver_sql(f"{statement} {table}")
+                after = conn.execute(_PG_FILE, {"t": table}).one()
+                if after.node == before.node:
+                    done.append(f"skipped {statement} {table}: not rewritten (only its owner "
+                                "or a superuser may)")
+                else:
+                    done.append(f"{statement} {table}: {before.size} -> {after.size}")
+
+            for table in CONTENT_TABLES:
+                rewrite(table, "VACUUM (FULL, ANALYZE)")
+            rewrite("pg_catalog.pg_statistic", "VACUUM (FULL)")  # the old statistics
+            try:
+                conn.exec_driver_sql("CHECKPOINT")
+                done.append("CHECKPOINT: done (the old files are unlinked)")
+            except sa.exc.DBAPIError as exc:
+                if getattr(exc.orig, "sqlstate", None) != "42501":  # insufficient privilege
+                    raise
+                done.append("skipped CHECKPOINT: not permitted (a superuser, or pg_checkpoint "
+                            "on PostgreSQL 15+); the old files go at the next checkpoint")
+        done.append("not reached: the WAL, its archives, replicas and backups")
+        return done
+
+    def _purge_sqlite(self) -> list[str]:
+        self._run(ops.optimize_search(), write=True)
+        done = ["search index: segments merged (deleted words dropped)"]
+        raw = self.engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            size = "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+            before = cur.execute(size).fetchone()[0]
+            cur.execute("VACUUM")
+            after = cur.execute(size).fetchone()[0]
+            done.append(f"VACUUM: {before} -> {after} bytes (the file rewritten)")
+            cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            done.append("WAL: checkpointed and truncated")
+            if cur.execute("PRAGMA secure_delete").fetchone()[0]:
+                done.append("secure_delete: on (the store's connections zero what they free)")
+            else:
+                done.append("secure_delete: OFF on this connection; freed pages keep their bytes")
+            cur.close()
+        finally:
+            raw.close()
+        done.append("not reached: copies of the file (backups, snapshots)")
+        return done
 
     def close(self) -> None:
         """Dispose of the sync pool (``aclose`` for the async one)."""

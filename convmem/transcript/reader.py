@@ -7,6 +7,14 @@ nesting deeper than ``max_depth``, a key given twice, a string longer than the c
 NUL or a lone surrogate anywhere (every write path replaces them with U+FFFD, so a
 document carrying one was not written by convmem), non-finite numbers. What each
 record must hold is ``convmem.transcript.document``'s to check.
+
+One record (a section's item, or a top-level field such as ``thread``) is built at a
+time, and two caps bound it while it streams in, so no document can make the reader
+hold more: its JSON values and keys are counted as ijson hands them out
+(``ImportLimits.max_record_values``), and its bytes are measured between the pieces
+given to the parser (``ImportLimits.max_record_bytes``), which also bounds what the
+parser buffers of one long string before handing it out. A record within the byte
+cap is never refused; one beyond it is refused at most one chunk later.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from convmem.transcript.errors import ImportRefused
 from convmem.transcript.export import VERSION
 
 _RUN = re.compile(rb"\\+")
+#: While values flow, the parser gets this much at a time (its event list stays small).
+PIECE = 64 * 1024
 _HEX4 = re.compile(rb"[0-9a-fA-F]{4}")
 
 
@@ -111,6 +121,10 @@ class DocumentReader:
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
         self._lines = 0  # newlines in the chunks parsed so far
         self.bytes_read = 0
+        self._parsed = 0  # bytes handed to the parser
+        self._record_from = 0  # the record in progress began at or before this offset
+        self._record_values = 0  # values and keys of the record in progress
+        self._flowing = True  # the last bytes parsed completed some value
 
     # -- input
 
@@ -141,8 +155,17 @@ class DocumentReader:
             )
         if not chunk and not self._started:
             raise ImportRefused("$", "is empty; expected the JSON of `convmem threads export`")
-        self._parse(chunk)
-        self._lines += chunk.count(b"\n")
+        if not chunk:
+            self._parse(chunk)
+        at = 0
+        while at < len(chunk):
+            # inside one long token the rest goes at once: yajl lexes a token cut by
+            # the end of its input again from its start each time
+            piece = chunk[at : at + PIECE] if self._flowing else chunk[at:]
+            at += len(piece)
+            self._parse(piece)
+            self._lines += piece.count(b"\n")
+            self._check_record_bytes()
         if not chunk and not self._done:
             raise ImportRefused(
                 self._where(), f"is not valid JSON at line {self._lines + 1}: the document "
@@ -152,6 +175,7 @@ class DocumentReader:
     def _parse(self, chunk: bytes) -> None:
         """Push bytes into the parser (``b""``: the end), then build what they complete."""
         failure: BaseException | None = None
+        self._parsed += len(chunk)
         try:
             if chunk:
                 self._parser.send(chunk)
@@ -159,6 +183,7 @@ class DocumentReader:
                 self._parser.close()
         except (ijson.JSONError, UnicodeDecodeError, ValueError) as exc:
             failure = exc
+        self._flowing = bool(self._events)
         try:
             self._build(self._events)  # also the events before a parse error: its path
         finally:
@@ -174,6 +199,40 @@ class DocumentReader:
         """Values completed so far, in document order."""
         out, self._out = self._out, []
         yield from out
+
+    # -- the record's caps
+
+    def _check_record_bytes(self) -> None:
+        """Refuse the record in progress once it surely spans more than its cap: it
+        began at or before ``_record_from`` and is still open at ``_parsed``."""
+        if self._done:
+            return
+        if self._in_section and self._top_key == "attachments":
+            cap, name = self.limits.max_attachment_record_bytes, (
+                "ImportLimits.max_record_bytes plus the base64 of max_attachment_bytes"
+            )
+        else:
+            cap, name = self.limits.max_record_bytes, "ImportLimits.max_record_bytes"
+        if self._parsed - self._record_from > cap:
+            raise ImportRefused(
+                self._where(), f"makes the record {self._record()} longer than {cap} bytes "
+                f"of JSON ({name})"
+            )
+
+    def _too_many_values(self) -> ImportRefused:
+        cap = self.limits.max_record_values
+        return ImportRefused(
+            self._where(), f"makes the record {self._record()} more than {cap} JSON values "
+            "and keys (ImportLimits.max_record_values)"
+        )
+
+    def _record(self) -> str:
+        """The JSON path of the record being read."""
+        if self._top_key is None:
+            return "$"
+        if self._in_section:
+            return f"$.{self._top_key}[{self._section_index + 1}]"
+        return f"$.{self._top_key}"
 
     # -- paths (only when refusing)
 
@@ -198,11 +257,17 @@ class DocumentReader:
     def _build(self, events: list[tuple[str, Any]]) -> None:
         values, keys = self._values, self._keys
         max_raw, max_depth = self.limits.max_raw_string, self.limits.max_depth
+        count, max_values = self._record_values, self.limits.max_record_values
         for event, value in events:
             n = len(values)
             if n < 2 and not (n == 1 and self._in_section and event in _INNER):
                 self._top_event(event, value)
+                count = 0
                 continue
+            if event not in _ENDS:
+                count += 1
+                if count > max_values:
+                    raise self._too_many_values()
             if event == "map_key":
                 if len(value) > max_raw:
                     raise self._too_long(value)
@@ -230,6 +295,7 @@ class DocumentReader:
                 keys.pop()
                 if n == 2:
                     self._complete(done)
+                    count = 0
                 elif keys[-1] is not None:
                     keys[-1] = None
             else:
@@ -237,6 +303,7 @@ class DocumentReader:
                     raise self._too_long(value)
                 if n == 1:  # a scalar item straight in a section's list
                     self._complete(value)
+                    count = 0
                     continue
                 parent = values[-1]
                 if keys[-1] is not None:
@@ -244,6 +311,7 @@ class DocumentReader:
                     keys[-1] = None
                 else:
                     parent.append(value)
+        self._record_values = count
 
     def _too_long(self, value: str) -> ImportRefused:
         return ImportRefused(
@@ -254,6 +322,7 @@ class DocumentReader:
     def _complete(self, value: Any) -> None:
         """A top-level field's value or a section's item is whole."""
         assert self._top_key is not None
+        self._record_from = self._parsed
         if self._in_section:
             self._section_index += 1
             if self._section_index >= self.limits.max_items:
@@ -270,6 +339,7 @@ class DocumentReader:
     def _top_event(self, event: str, value: Any) -> None:
         """Events of the document's top object itself (and of values straight in it)."""
         values, keys = self._values, self._keys
+        self._record_from = self._parsed  # between records
         if self._done:
             raise ImportRefused("$", "has content after the document")
         self._started = True
@@ -318,6 +388,8 @@ class DocumentReader:
 
 _JSON_TYPES = {"start_array": "list", "string": "str", "number": "number", "boolean": "bool",
                "null": "null"}
+
+_ENDS = frozenset({"end_map", "end_array"})
 
 # Events of a section's item (not of the section's list itself) while no item is open.
 _INNER = frozenset({"start_map", "start_array", "string", "number", "boolean", "null"})

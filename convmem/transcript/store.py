@@ -9,8 +9,9 @@ statement runs on PostgreSQL in autocommit mode instead (one statement is atomic
 BEGIN and COMMIT would be two more round trips). Write transactions on SQLite
 start with ``BEGIN IMMEDIATE`` (its stand-in for a row lock); SQLite runs in WAL mode with
 ``secure_delete`` on, and after a redaction or deletion its WAL is checkpointed
-(``TRUNCATE``) while PostgreSQL vacuums the touched tables. Old WAL archives and
-backups are outside the store's reach. A database error that means "the record
+(``TRUNCATE``) while PostgreSQL vacuums the touched tables; ``purge_physical``
+rewrites the files (PostgreSQL's dead row versions, GIN entries and statistics stay
+until then). Old WAL archives and backups are outside the store's reach. A database error that means "the record
 cannot be written or read" (connection, lock timeout, pool exhaustion) surfaces as
 ``TranscriptUnavailable``; callers decide whether a turn may proceed without it.
 """

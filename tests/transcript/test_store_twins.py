@@ -19,8 +19,9 @@ from convmem.transcript.store import TranscriptStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE, TARGET = "convmem/transcript/_async_store.py", "convmem/transcript/_sync_store.py"
-# Sync only: Alembic and the schema check are synchronous, and run once at deploy time.
-SYNC_ONLY = {"migrate", "has_schema"}
+# Sync only: Alembic and the schema check are synchronous, and run once at deploy time;
+# the physical purge is an operator's maintenance step, run from a shell.
+SYNC_ONLY = {"migrate", "has_schema", "purge_physical"}
 
 
 def _unasync() -> ModuleType:

@@ -25,12 +25,14 @@ to a temporary file by the store first):
    inside the document or naming a message of the same tenant (a fork's source),
    and no id already used in the tenant. The first problem is one ``ImportRefused`` naming its JSON path; no
    row of the record has been written, and the transaction rolls back.
-2. *Write.* The document is read again and written in batches, thread row first.
+2. *Write.* The document is read again and written in batches, thread row first:
+   ``PAGE`` records, or fewer once they span ``BATCH_BYTES`` of the document.
    Both passes hash the bytes they read; a document that changed between them is
    refused and rolled back.
 
 Memory holds one record and one batch, never the document (measured by
-``bench/transcript_memory.py``). ``new_ids=True`` maps every id through
+``bench/transcript_memory.py``); ``ImportLimits`` bounds a record while it is read,
+so no document, however it is shaped, makes an import hold more. ``new_ids=True`` maps every id through
 ``ids.remapped_id`` (deterministic per import), so no mapping table is kept.
 """
 
@@ -290,6 +292,22 @@ def import_thread(
     return thread
 
 
+#: A pass-2 batch is written once the document bytes it was read from reach this.
+BATCH_BYTES = 1024 * 1024
+
+
+class _Tally:
+    """The sha256 of the bytes a pass reads, and their count (pass 2's batches)."""
+
+    def __init__(self) -> None:
+        self.sha = hashlib.sha256()
+        self.read = 0
+
+    def update(self, chunk: bytes) -> None:
+        self.sha.update(chunk)
+        self.read += len(chunk)
+
+
 class _Ids:
     """Id mapping for ``new_ids`` (identity otherwise)."""
 
@@ -319,23 +337,26 @@ def _write(
         "incarnation": remapped_id(os.urandom(16), m.ms, "incarnation", thread_id),
     }
     yield sa.insert(THREADS).values(**values)
-    hasher = hashlib.sha256()
+    tally = _Tally()
     batch: dict[str, list[Any]] = {name: [] for name in SECTIONS}
+    written_at = 0  # bytes read when the last batch was written
 
     def write(section: str, i: int | None, value: Any) -> Op[None]:
+        nonlocal written_at
         if section not in SECTIONS:
             return
         if i is not None:  # a record: batched
             cls = SECTIONS[section]
             batch[section].append(parse_record(cls, value, f"$.{section}[{i}]", limits))
-            if len(batch[section]) < PAGE:
+            if len(batch[section]) < PAGE and tally.read - written_at < BATCH_BYTES:
                 return
         # a full batch, or the section's end (its list completed): write what is pending
         yield from _write_batch(ctx, tenant, thread_id, section, batch[section], m)
         batch[section] = []
+        written_at = tally.read
 
-    yield from read_records(source, limits, hasher, write)
-    if hasher.hexdigest() != st.digest:
+    yield from read_records(source, limits, tally, write)
+    if tally.sha.hexdigest() != st.digest:
         raise ImportRefused("$", "changed while it was being imported (read it again)")
     return to_thread(values)
 
