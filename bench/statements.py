@@ -48,7 +48,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -74,6 +74,7 @@ from convmem.transcript import (
     TranscriptStore,
     ops,
 )
+from convmem.transcript.engine import DriverStatement, Rows
 
 STATEMENTS = ("bind", "begin", "complete")
 TENANT = "bench-statements"
@@ -91,74 +92,24 @@ TOOL_SCHEMA = {"name": "lookup_customer", "description": "Look up one customer b
 # ------------------------------------------------------------------ results read like SQLAlchemy's
 
 
-class Rows:
-    """A raw driver's rows, read the way the ops read a SQLAlchemy result."""
-
-    def __init__(self, keys: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        self.keys, self.rows = tuple(keys), [tuple(r) for r in rows]
-
-    def first(self) -> tuple[Any, ...] | None:
-        return self.rows[0] if self.rows else None
-
-    def one(self) -> tuple[Any, ...]:
-        if len(self.rows) != 1:
-            raise RuntimeError(f"expected one row, got {len(self.rows)}")
-        return self.rows[0]
-
-    def scalar(self) -> Any:
-        return self.rows[0][0] if self.rows else None
-
-    def all(self) -> list[tuple[Any, ...]]:
-        return list(self.rows)
-
-    def mappings(self) -> Maps:
-        return Maps([dict(zip(self.keys, r, strict=True)) for r in self.rows])
-
-
-@dataclass
-class Maps:
-    """``Rows.mappings()``: the rows as dicts."""
-
-    rows: list[dict[str, Any]]
-
-    def all(self) -> list[dict[str, Any]]:
-        return self.rows
-
-    def first(self) -> dict[str, Any] | None:
-        return self.rows[0] if self.rows else None
-
-
-@dataclass(frozen=True)
-class Compiled:
-    """A statement in a raw driver's form: SQL text, parameter order, bind processors."""
-
-    sql: str
-    names: tuple[str, ...] | None  # positional order ($n); None: named (%(name)s)
-    compiled: Any
-
-    def params(self, given: Mapping[str, Any]) -> Any:
-        values = self.compiled.construct_params(dict(given), _check=False)
-        for name, process in self.compiled._bind_processors.items():
-            if name in values and values[name] is not None:
-                values[name] = process(values[name])
-        if self.names is None:
-            return values
-        return [values[n] for n in self.names]
-
-
 _DIALECTS = {"psycopg": sa_psycopg.dialect(), "asyncpg": sa_asyncpg.dialect()}
-_COMPILED: dict[tuple[str, int], Compiled] = {}
+_COMPILED: dict[tuple[str, int], DriverStatement] = {}
 
 
-def compiled(step: ops.Alone, driver: str) -> Compiled:
-    """``step``'s statement compiled once for ``driver`` by SQLAlchemy's own dialect."""
+def compiled(step: ops.Alone, driver: str) -> DriverStatement:
+    """``step``'s statement compiled once for ``driver`` by SQLAlchemy's own dialect
+    (the store's ``DriverStatement``)."""
     key = (driver, id(step.statement))
     found = _COMPILED.get(key)
     if found is None:
-        c = step.statement.compile(dialect=_DIALECTS[driver])
-        names = tuple(c.positiontup) if c.positiontup is not None else None
-        found = _COMPILED[key] = Compiled(str(c), names, c)
+        found = _COMPILED[key] = DriverStatement(step.statement, _DIALECTS[driver])
     return found
+
+
+def positional(stmt: DriverStatement, given: Mapping[str, Any]) -> list[Any]:
+    """asyncpg's ``$n`` parameters, in the compiled statement's order."""
+    values = stmt.params(given)
+    return [values[n] for n in stmt._compiled.positiontup]
 
 
 # ------------------------------------------------------------------ one task's turns
@@ -276,7 +227,7 @@ async def _psycopg_fetch(conn: Any, step: ops.Alone, pipeline: bool = False) -> 
 
 async def _asyncpg_fetch(conn: Any, step: ops.Alone) -> Rows:
     c = compiled(step, "asyncpg")
-    records = await conn.fetch(c.sql, *c.params(step.params))  # its prepared-statement cache
+    records = await conn.fetch(c.sql, *positional(c, step.params))  # its statement cache
     return Rows(list(records[0].keys()) if records else [], records)
 
 
@@ -305,8 +256,9 @@ async def make_driver(row: str, url: sa.URL, ctx: ops.Ctx, canned: dict[str, Any
             return None
 
         return Driver(_by_op(ctx, canned_execute), nothing)
-    if row == "store":
-        store = TranscriptStore(urls["psycopg"], retention=POLICY, **pool)
+    if row in ("store", "store/psycopg"):
+        alone = "psycopg" if row == "store/psycopg" else "sqlalchemy"
+        store = TranscriptStore(urls["psycopg"], retention=POLICY, alone_driver=alone, **pool)
 
         async def store_run(name: str, s: Session) -> Any:
             if name == "bind":
@@ -363,7 +315,7 @@ async def make_driver(row: str, url: sa.URL, ctx: ops.Ctx, canned: dict[str, Any
     raise SystemExit(f"unknown row {row!r}; choose from {ROWS}")
 
 
-ROWS = ("ops only", "store", "sa+psycopg", "sa+asyncpg", "psycopg/sa-pool", "psycopg/pool",
+ROWS = ("ops only", "store", "store/psycopg", "sa+psycopg", "sa+asyncpg", "psycopg/sa-pool", "psycopg/pool",
         "psycopg/pipeline", "asyncpg/sa-pool", "asyncpg/pool")
 POLICY = RetentionPolicy(max_age=None, owner="bench")
 
@@ -438,7 +390,7 @@ async def capture_results(url: sa.URL, ctx: ops.Ctx) -> dict[str, Callable[[], R
 
             session.took(name, await adrive(session.op(name, ctx), keep))
     # complete's result holds the turn's numbers only: any turn's read the same
-    return {name: (lambda r=r: Rows(r.keys, r.rows)) for name, r in results.items()}
+    return {name: (lambda r=r: Rows(r._keys, r.all())) for name, r in results.items()}
 
 
 async def new_sessions(url: sa.URL, row: str, n: int) -> list[Session]:
