@@ -164,11 +164,11 @@ def session(url: str | None, domain: Domain) -> Iterator[SessionMemory]:
             store.engine.dispose()
 
 
-def run(url: str | None, smoke: bool) -> dict[str, Any]:
+def run(url: str | None, smoke: bool, size: int | None = None) -> dict[str, Any]:
     cases = load_cases()
     if smoke:
         cases = cases[:8]
-    size = 300 if smoke else 10_000
+    size = size or (300 if smoke else 10_000)
     with session(url, load_domain(DOMAIN)) as memory:
         outcomes = score(memory, cases)
         p50_10 = latency_at_10(memory, cases)
@@ -192,13 +192,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--database-url", default=None,
                         help="a TranscriptStore URL (PostgreSQL); default a temporary SQLite file")
     parser.add_argument("--smoke", action="store_true", help="8 cases, a 300-message thread (CI)")
+    parser.add_argument("--messages", type=int, default=None,
+                        help="the large thread's size (default 10,000; 300 with --smoke)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = run(args.database_url, args.smoke)
+    size = args.messages or (300 if args.smoke else 10_000)
+    result = run(args.database_url, args.smoke, size)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
-    size = 300 if args.smoke else 10_000
     print(f"recall on {result['cases']} follow-ups ({result['backend']})")
     print(f"  {'top-1 hit rate':28} {result['top1']:7.1%}")
     print(f"  {'top-3 hit rate':28} {result['top3']:7.1%}")
