@@ -49,7 +49,14 @@ if TYPE_CHECKING:
         RuleResolver,
         StructuredResolver,
     )
-    from convmem.session import Clarification, ModelCall, SessionMemory, SessionStats, TurnContext
+    from convmem.session import (
+        Clarification,
+        ModelCall,
+        RecallHit,
+        SessionMemory,
+        SessionStats,
+        TurnContext,
+    )
     from convmem.state import FilterValue, Focus, Option, PendingClarification, SessionState
     from convmem.stores import InMemorySessionStateStore, SessionStateStore
     from convmem.tokens import count_message_tokens, count_tokens
@@ -86,7 +93,14 @@ _HOMES = {
         "RuleResolver",
         "StructuredResolver",
     ),
-    ".session": ("Clarification", "ModelCall", "SessionMemory", "SessionStats", "TurnContext"),
+    ".session": (
+        "Clarification",
+        "ModelCall",
+        "RecallHit",
+        "SessionMemory",
+        "SessionStats",
+        "TurnContext",
+    ),
     ".state": ("FilterValue", "Focus", "Option", "PendingClarification", "SessionState"),
     ".stores": ("InMemorySessionStateStore", "SessionStateStore"),
     ".tokens": ("count_message_tokens", "count_tokens"),
@@ -116,6 +130,7 @@ __all__ = [
     "PendingClarification",
     "PeriodFilter",
     "PolicyConfig",
+    "RecallHit",
     "Resolution",
     "Resolver",
     "ResolverError",

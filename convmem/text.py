@@ -123,6 +123,39 @@ def content_words(text: str, *, exclude: Iterable[tuple[int, int]] = ()) -> set[
     return out
 
 
+#: The most terms a search built from a question carries (its first content words).
+MAX_SEARCH_TERMS = 24
+
+_ALNUM = re.compile(r"[^\W_]+")
+
+
+def search_terms(text: str) -> list[tuple[str, bool]]:
+    """``text``'s content words as full-text search terms, to be OR-ed (recall).
+
+    Stopwords are dropped as for ``content_words``; numbers count (an order number is
+    content). ``(stem, True)`` matches every indexed word the stem begins ("totals"
+    finds "total", "rebooted" finds "reboots"); a word its stem is not a prefix of
+    ("companies") comes as itself too, ``(word, False)``. Terms are letters and digits
+    only (what both indexes' tokenizers keep), so they need no escaping; at most
+    ``MAX_SEARCH_TERMS``, in the order the question has them.
+    """
+    stops = stopwords()
+    out: dict[tuple[str, bool], None] = {}
+    for tok in tokenize(text):
+        for part in _parts(tok.norm):
+            for piece in _ALNUM.findall(part):
+                if piece in stops or len(piece) < 2:
+                    continue
+                root = stem(piece)
+                if len(root) < 3 or piece.isdigit():
+                    out[(piece, False)] = None
+                    continue
+                if not piece.startswith(root):
+                    out[(piece, False)] = None
+                out[(root, True)] = None
+    return list(out)[:MAX_SEARCH_TERMS]
+
+
 def overlap(question: str, recent: Sequence[str], *, exclude: Iterable[tuple[int, int]] = ()) -> float:
     """|Q ∩ R| / |Q| over content words (spec §9); 0 when Q has no content words."""
     q = content_words(question, exclude=exclude)

@@ -25,7 +25,20 @@ Two views:
 ``clear()`` empties the active path (``set_active_leaf(None)``) and keeps the record:
 an investigator can still read every message. Real erasure is ``delete_thread()``
 (the store's ``delete_thread``). ``add_messages`` writes the whole batch in one
-transaction. Every method has a natively async twin (``aget_messages``,
+transaction. Assigning ``history.messages = [...]`` (LangChain code trims or rewrites a
+history that way; ``replace_messages`` / ``areplace_messages`` are the method forms)
+makes the active path equal the list in one transaction (``rebase_path``): the common
+prefix is kept, the rest is recorded as a new branch, and the replaced messages stay in
+the record, as after ``clear()``.
+
+Equality is LangChain's ``InMemoryChatMessageHistory``'s: a pydantic model, equal to
+another of the same class whose ``messages`` are equal. Here that is: the same class,
+the same ``view`` and equal ``messages`` — what a model would be given — read from
+both stores (``==`` does I/O). It is not "the same thread": two histories of different
+threads (or stores, or tenants) holding equal messages are equal, as two in-memory
+histories are; compare ``thread_id()`` and ``tenant`` for that. Another history class
+is never equal (as pydantic's equality requires the same class), and a history is not
+hashable: its value changes with every message. Every method has a natively async twin (``aget_messages``,
 ``aadd_messages``, ``aclear``, ``adelete_thread``) on the store's async methods —
 no thread-pool wrappers. Sync and async share one flow per operation: generators
 that yield the store or memory calls they need as typed effects
@@ -122,11 +135,32 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
     # ------------------------------------------------------------------ LangChain API
 
     # The base class declares ``messages`` as a plain attribute; a stored history reads
-    # it through a property (as upstream's own example does) and offers no setter.
+    # it through a property (as upstream's own example does); assigning replaces.
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The record view: the active path. The session view: the session block."""
         return perform(self._read())
+
+    @messages.setter
+    def messages(self, messages: Sequence[BaseMessage]) -> None:
+        perform(self._replace(messages))
+
+    def replace_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Make the active path ``messages``; the replaced ones stay in the record."""
+        perform(self._replace(messages))
+
+    async def areplace_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Async ``replace_messages``."""
+        await aperform(self._replace(messages))
+
+    def __eq__(self, other: object) -> bool:
+        """Same class, same view, equal ``messages`` (read from both stores)."""
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, ConvMemChatMessageHistory)
+        return other is self or (self.view == other.view and self.messages == other.messages)
+
+    __hash__ = None  # type: ignore[assignment]
 
     async def aget_messages(self) -> list[BaseMessage]:
         """Async ``messages``."""
@@ -200,6 +234,18 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
         stored = yield from do(call(s.append, s.aappend, self.tenant, thread_id, records))
         if self.view == "session":
             yield from self._drive_session(batch, stored)
+
+    def _replace(self, messages: Sequence[BaseMessage]) -> Flow[None]:
+        if self.view == "session":
+            raise ConfigError(
+                f"{_WHO}: messages cannot be assigned in view='session': there messages reads "
+                "the session block, so a read-modify-write would record the block as a "
+                "message; use clear() and add_messages(), or assign in view='record'"
+            )
+        records = [to_record(m) for m in messages]
+        thread_id = yield from self._thread()
+        s = self.store
+        yield from do(call(s.rebase_path, s.arebase_path, self.tenant, thread_id, records))
 
     def _clear(self) -> Flow[None]:
         thread_id = yield from self._thread()

@@ -78,7 +78,7 @@ def test_the_wheel_carries_the_data_files_and_the_metadata(wheel: Path) -> None:
     assert set(meta.get_all("Provides-Extra")) == {"redis", "postgres", "langchain", "llamaindex"}
     requires = meta.get_all("Requires-Dist")
     for bound in ("langchain-core<2,>=1.0", "langchain<2,>=1.0", "langgraph<2,>=1.0",
-                  "llama-index-core<0.15,>=0.14", "redis<8,>=5.0"):
+                  "llama-index-core<0.15,>=0.14", "redis<9,>=5.0"):
         assert any(r.replace(" ", "").startswith(bound) for r in requires), bound
     assert not any(r.split(";")[0].strip().startswith(("pytest", "ruff", "mypy")) for r in requires)
     classifiers = meta.get_all("Classifier")

@@ -1,7 +1,8 @@
 """The ``./dev upstream`` swap plugin, offline: a test module written like LangChain's
 own suites builds ``InMemoryChatMessageHistory``; under the plugin it gets a
 ``ConvMemChatMessageHistory`` on SQLite, and the per-test report says what ran, what
-failed (and why) and whether the swap was exercised. (The real suites need the
+failed (and why) and whether the swap was exercised, and the plugin's temporary
+record is gone afterwards, failures or not. (The real suites need the
 network to download: ``./dev upstream``.)"""
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def test_the_swap_plugin_runs_and_reports(
     pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     report = tmp_path / "report.json"
+    scratch = tmp_path / "tmp"  # the plugin's record folder goes here and must not stay
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     pytester.makepyfile(test_upstream_like=UPSTREAM_LIKE)
     pytester.makeini("[pytest]\nasyncio_mode = auto\n")
     monkeypatch.setenv("CONVMEM_UPSTREAM_REPORT", str(report))
@@ -63,3 +67,4 @@ def test_the_swap_plugin_runs_and_reports(
         "test_failing": ("failed", True),
     }
     assert "AssertionError" in rows["test_failing"]["detail"]
+    assert list(scratch.iterdir()) == []  # removed although a test failed

@@ -41,14 +41,16 @@ answer to a turn.
 
 Layout: ``records`` (the public records), ``turns`` (state-only turn flows),
 ``recording`` (the commit points, edit, regenerate, redact, delete), ``questions`` (a
-question's forms in the record and the state) and ``memory`` (the ``SessionMemory``
-façade and its two drivers).
+question's forms in the record and the state), ``recall`` (recall on demand: the hit,
+its snippet, the text the model reads) and ``memory`` (the ``SessionMemory`` façade and
+its two drivers).
 """
 
 from __future__ import annotations
 
 from convmem.session.memory import SessionMemory
 from convmem.session.questions import question_provenance, without_questions
+from convmem.session.recall import RECALL_TOOL, RecallHit, recall_text
 from convmem.session.records import (
     MAX_QUESTION_CHARS,
     Clarification,
@@ -61,13 +63,16 @@ from convmem.session.turns import block_for
 
 __all__ = [
     "MAX_QUESTION_CHARS",
+    "RECALL_TOOL",
     "Clarification",
     "ModelCall",
     "OnTranscriptError",
+    "RecallHit",
     "SessionMemory",
     "SessionStats",
     "TurnContext",
     "block_for",
     "question_provenance",
+    "recall_text",
     "without_questions",
 ]

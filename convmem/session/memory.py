@@ -20,6 +20,7 @@ from convmem.errors import ConfigError
 from convmem.identity import check_tenant, check_thread_id, clean_text
 from convmem.policy import PolicyConfig
 from convmem.resolve import Resolver, RuleResolver
+from convmem.session.recall import RecallHit, check_recall
 from convmem.session.recording import ModelCallFor, RecordFlows, _OpenRecord
 from convmem.session.records import (
     Clarification,
@@ -284,6 +285,19 @@ class SessionMemory(RecordFlows):
         self._check(thread_id)
         return perform(self._delete_flow(thread_id))
 
+    def recall(
+        self, thread_id: str, query: str, *, limit: int = 5, include_tools: bool = False
+    ) -> list[RecallHit]:
+        """What was said earlier in the thread that matches ``query``: the user's messages
+        and the answers on its active path, best first (``convmem.session.recall``).
+
+        For the model's ``recall_conversation`` tool: the prompt never holds old answers.
+        ``include_tools`` adds tool results. Needs a transcript (``ConfigError``).
+        """
+        self._check(thread_id)
+        query, limit = check_recall(query, limit)
+        return perform(self._recall_flow(thread_id, query, limit, include_tools))
+
     def redact(
         self,
         thread_id: str,
@@ -389,6 +403,14 @@ class SessionMemory(RecordFlows):
         """The async twin of ``delete_thread``: the same flow; record and store awaited."""
         self._check(thread_id)
         return await aperform(self._delete_flow(thread_id))
+
+    async def arecall(
+        self, thread_id: str, query: str, *, limit: int = 5, include_tools: bool = False
+    ) -> list[RecallHit]:
+        """The async twin of ``recall``: the same flow; the record awaited."""
+        self._check(thread_id)
+        query, limit = check_recall(query, limit)
+        return await aperform(self._recall_flow(thread_id, query, limit, include_tools))
 
     async def aredact(
         self,

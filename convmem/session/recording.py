@@ -28,6 +28,7 @@ from convmem.session.questions import (
     question_provenance,
     without_questions,
 )
+from convmem.session.recall import RecallHit, snippet
 from convmem.session.records import (
     Clarification,
     ModelCall,
@@ -640,6 +641,33 @@ class RecordFlows(TurnFlows):
         self.stats.transcript_failures += 1
         log.warning("thread %r: %s not recorded; the turn goes on "
                     "(on_transcript_error='degrade'): %s", thread_id, what, exc)
+
+    def _recall_flow(
+        self, thread_id: str, query: str, limit: int, include_tools: bool
+    ) -> Flow[list[RecallHit]]:
+        """Earlier messages of the key's thread matching ``query`` (``convmem.session.recall``):
+        one search on its active path; nothing when the key has no thread (never made one)."""
+        t = self.transcript
+        if t is None:
+            raise ConfigError(
+                "recall looks earlier messages up in the record: this SessionMemory has no "
+                "transcript (pass transcript=TranscriptStore(...))"
+            )
+        tid = yield from self._threads.find(t, self.tenant, thread_id)
+        if tid is None:
+            return []
+        roles = ("user", "assistant", "tool") if include_tools else ("user", "assistant")
+        hits = yield from do(call(
+            t.search, t.asearch, self.tenant, query,
+            thread_id=tid, limit=limit, match="any", roles=roles, active_path=True,
+        ))
+        return [
+            RecallHit(
+                message_id=h.message_id, role=h.role, text=snippet(h.text, query), turn=h.seq,
+                created_at=h.received_at, score=h.rank,
+            )
+            for h in hits
+        ]
 
     def _delete_flow(self, thread_id: str) -> Flow[DeletionReceipt | None]:
         receipt: DeletionReceipt | None = None

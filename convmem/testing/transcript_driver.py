@@ -75,6 +75,7 @@ TWINS: dict[Sync, Async] = dict([
     _twin(_S.get_attachment)(_S.aget_attachment),
     _twin(_S.get_messages)(_S.aget_messages),
     _twin(_S.get_or_create_thread)(_S.aget_or_create_thread),
+    _twin(_S.find_thread)(_S.afind_thread),
     _twin(_S.get_thread)(_S.aget_thread),
     _twin(_S.import_thread)(_S.aimport_thread),
     _twin(_S.index_pending)(_S.aindex_pending),

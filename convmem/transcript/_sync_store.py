@@ -91,6 +91,11 @@ class SyncTwins(StoreEngine):
             write=True,
         )
 
+    def find_thread(self, tenant: str, key: str) -> Thread | None:
+        """The tenant's thread for the application's ``key``, if it has one (never
+        creates it: for reads that must not bring an erased thread back)."""
+        return self._run(ops.find_thread(tenant, key))
+
     def bind_turn(self, tenant: str, key: str, *, recent: int = 12) -> TurnBinding:
         """What a turn binds to when it begins (``SessionMemory`` calls this once per
         turn): the key's thread, created if need be, whose ``incarnation`` the turn's
@@ -279,13 +284,27 @@ class SyncTwins(StoreEngine):
         return self._run(ops.reconstruct_model_input(tenant, thread_id, turn_id))
 
     def search(
-        self, tenant: str, query: str, *, thread_id: str | None = None, limit: int = 20
+        self,
+        tenant: str,
+        query: str,
+        *,
+        thread_id: str | None = None,
+        limit: int = 20,
+        match: str = "all",
+        roles: Sequence[str] | None = None,
+        active_path: bool = False,
     ) -> list[SearchHit]:
-        """Full-text search over the tenant's messages. It indexes the tenant's (or the
-        thread's) queued messages first (``search_index="deferred"``), in its transaction:
-        its answer is never stale."""
+        """Full-text search over the tenant's messages: every word (``match="all"``) or
+        any content word, best first (``"any"``); only ``roles``; only the thread's
+        active path (``active_path``, with ``thread_id``). See ``ops.search``. It
+        indexes the tenant's (or the thread's) queued messages first
+        (``search_index="deferred"``), in its transaction: its answer is never stale."""
         return self._run(
-            ops.search(self._ctx, tenant, query, thread_id, limit), write=True
+            ops.search(
+                self._ctx, tenant, query, thread_id, limit,
+                match=match, roles=roles, active_path=active_path,
+            ),
+            write=True,
         )
 
     def index_pending(

@@ -367,12 +367,17 @@ class ThreadTree:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One message matching a search."""
+    """One message matching a search: its indexed text, its role and when it was
+    received; ``rank`` is the backend's (lower is better: FTS5 ``bm25``, PostgreSQL
+    ``-ts_rank_cd``), ``None`` where the search is not ranked."""
 
     message_id: str
     thread_id: str
     seq: int
     text: str
+    role: str
+    received_at: datetime
+    rank: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

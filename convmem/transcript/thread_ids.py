@@ -55,6 +55,18 @@ class ThreadIds:
             self.remember(tenant, key, found)
         return found
 
+    def find(self, store: TranscriptStore, tenant: str, key: str) -> Flow[str | None]:
+        """The key's thread id, kept or read; ``None`` when the key has no thread (a read
+        that must not create one: an erased thread stays erased)."""
+        found = self._ids.get((tenant, key))
+        if found is None:
+            thread = yield from do(call(store.find_thread, store.afind_thread, tenant, key))
+            if thread is None:
+                return None
+            found = thread.id
+            self.remember(tenant, key, found)
+        return found
+
     def on_thread(
         self, store: TranscriptStore, tenant: str, key: str, body: Callable[[str], Flow[T]]
     ) -> Flow[T]:

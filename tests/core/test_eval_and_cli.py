@@ -98,7 +98,7 @@ def test_public_api_is_pinned() -> None:
         "RESOLUTION_SCHEMA", "Catalog", "Clarification", "ConfigError", "ConvMemError",
         "CorruptState", "Domain", "Entity", "FilterValue", "Focus", "InMemoryCatalog",
         "InMemorySessionStateStore", "Mention", "ModelCall", "NotFound", "Option", "PendingClarification", "PeriodFilter",
-        "PolicyConfig", "Resolution", "Resolver", "ResolverError", "RuleResolver", "SessionMemory", "SessionState",
+        "PolicyConfig", "RecallHit", "Resolution", "Resolver", "ResolverError", "RuleResolver", "SessionMemory", "SessionState",
         "SessionStats",
         "SessionStateStore", "StateUnavailable", "StructuredResolver", "ToolFocusRule", "ToolResult",
         "ToolRule", "TopicDetector", "TranscriptUnavailable", "TurnContext", "VersionConflict",

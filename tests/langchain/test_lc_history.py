@@ -566,3 +566,93 @@ def test_session_view_clear_resets_the_state_and_keeps_the_record(
     assert history.messages == []
     assert memory.get_state("sc") is None
     assert len(store.tree(tenant, history.thread_id()).messages) == 2
+
+
+# ------------------------------------------------------------------------- assignment, equality
+
+
+def test_assigning_messages_replaces_the_path_in_one_transaction(
+    store: TranscriptStore, tenant: str
+) -> None:
+    history = ConvMemChatMessageHistory(store, "trim", tenant=tenant)
+    history.add_messages([HumanMessage("q1"), AIMessage("a1"), HumanMessage("q2"), AIMessage("a2")])
+    begins = _count_begins(store.engine)
+    history.messages = [HumanMessage("q1"), AIMessage("a1"), HumanMessage("q3")]
+    assert begins() == 1
+    assert history.messages == [HumanMessage("q1"), AIMessage("a1"), HumanMessage("q3")]
+    tree = store.tree(tenant, history.thread_id())
+    assert [m.text for m in tree.messages] == ["q1", "a1", "q2", "a2", "q3"]  # nothing lost
+    assert len(tree.children(None)) == 1  # the common prefix is reused, q3 branches off a1
+    history.messages = history.messages[-1:]  # the usual trim: keep the last messages
+    assert history.messages == [HumanMessage("q3")]
+    history.messages = []
+    assert history.messages == []
+    assert len(store.tree(tenant, history.thread_id()).messages) == 6
+
+
+async def test_areplace_messages(astore: TranscriptStore, tenant: str) -> None:
+    history = ConvMemChatMessageHistory(astore, "trim", tenant=tenant)
+    await history.aadd_messages([HumanMessage("q1"), AIMessage("a1")])
+    await history.areplace_messages([HumanMessage("only")])
+    assert await history.aget_messages() == [HumanMessage("only")]
+    tree = await astore.atree(tenant, await history.athread_id())
+    assert [m.text for m in tree.messages] == ["q1", "a1", "only"]
+
+
+def test_assigning_refuses_what_cannot_come_back_and_writes_nothing(
+    store: TranscriptStore, tenant: str
+) -> None:
+    history = ConvMemChatMessageHistory(store, "bad", tenant=tenant)
+    history.add_messages([HumanMessage("kept")])
+    with pytest.raises(ConfigError, match="RemoveMessage"):
+        history.messages = [HumanMessage("new"), RemoveMessage(id="x")]
+    assert history.messages == [HumanMessage("kept")]
+
+
+def test_assigning_in_the_session_view_is_refused(
+    store: TranscriptStore, tenant: str, crm: Domain
+) -> None:
+    memory = SessionMemory(crm, transcript=store, tenant=tenant)
+    history = ConvMemChatMessageHistory(memory, "sv", view="session")
+    history.add_messages([HumanMessage(QUESTIONS[0]), AIMessage("Loaded.")])
+    with pytest.raises(ConfigError, match="view='session'"):
+        history.messages = history.messages
+    assert len(store.tree(tenant, history.thread_id()).messages) == 2
+
+
+def test_equality_is_the_value_of_messages(store: TranscriptStore, tenant: str) -> None:
+    def history(key: str, *messages: BaseMessage, **kw: Any) -> ConvMemChatMessageHistory:
+        made = ConvMemChatMessageHistory(store, key, **{"tenant": tenant, **kw})
+        made.add_messages(list(messages))
+        return made
+
+    one = history("one", HumanMessage("hi"), AIMessage("hello"))
+    assert one == history("two", HumanMessage("hi"), AIMessage("hello"))  # another thread
+    assert one == ConvMemChatMessageHistory(store, "one", tenant=tenant)  # the same thread
+    assert one == history("other-tenant", HumanMessage("hi"), AIMessage("hello"),
+                          tenant=tenant + "-b")
+    assert one != history("three", HumanMessage("hi"))
+    assert one != history("four", HumanMessage("hi"), AIMessage("hello!"))
+    assert history("e1") == history("e2")
+    one.add_messages([HumanMessage("more")])
+    assert one != history("five", HumanMessage("hi"), AIMessage("hello"))
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(one)
+
+
+def test_equality_needs_the_same_class_and_view(
+    store: TranscriptStore, tenant: str, crm: Domain
+) -> None:
+    from langchain_core.chat_history import InMemoryChatMessageHistory
+
+    record = ConvMemChatMessageHistory(store, "k", tenant=tenant)
+    assert record.messages == []
+    with warnings.catch_warnings():  # the in-memory class is deprecated (and warns) itself
+        warnings.simplefilter("ignore", LangChainDeprecationWarning)
+        in_memory = InMemoryChatMessageHistory()
+    assert record != in_memory and in_memory != record  # as pydantic: another class
+    assert record != []
+    session = ConvMemChatMessageHistory(
+        SessionMemory(crm, transcript=store, tenant=tenant), "k", view="session")
+    assert session.messages == record.messages == []
+    assert session != record

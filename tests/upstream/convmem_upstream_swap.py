@@ -8,14 +8,16 @@ names the upstream tests build histories with are rebound to stand-ins that buil
 
 * langchain-core ``InMemoryChatMessageHistory(messages=...)`` → a history on a fresh
   transcript thread holding those messages. Upstream compares stores with ``==``
-  (pydantic field equality on ``messages``); the stand-in compares the same way.
+  (pydantic field equality on ``messages``); ``ConvMemChatMessageHistory``'s own
+  equality is the same (same class, equal ``messages``).
 * langchain-postgres ``PostgresChatMessageHistory(table, session_id, sync_connection=
   ... | async_connection=...)`` → the history keyed ``session_id`` in the tenant
   ``pg-<table>``; ``create_tables`` / ``drop_table`` (and their async twins) create
   nothing / delete every thread of that tenant; the suite's connection helpers
   (``syncpg_client`` / ``asyncpg_client``) yield ``None``: the records live in SQLite.
 
-The plugin writes one row per test to ``$CONVMEM_UPSTREAM_REPORT`` (outcome, the
+The record is one SQLite file in a temporary folder made at start and removed when
+pytest ends, failed or not (``pytest_unconfigure``). The plugin writes one row per test to ``$CONVMEM_UPSTREAM_REPORT`` (outcome, the
 failure's last line or the skip reason, and whether the test built a swapped
 history: one that never does tests LangChain itself, not our history), which
 ``run.py`` prints. A test known not to apply is skipped with the reason
@@ -27,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -34,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
 from convmem.transcript import RetentionPolicy, TranscriptStore
@@ -45,6 +47,7 @@ CANNOT_APPLY: dict[str, str] = {}
 
 _STATE: dict[str, Any] = {"used": False}
 _STORE: TranscriptStore | None = None
+_FOLDER: Path | None = None
 
 
 def _store() -> TranscriptStore:
@@ -54,11 +57,22 @@ def _store() -> TranscriptStore:
 
 def pytest_configure(config: pytest.Config) -> None:
     """One migrated SQLite record for the whole run, made before any event loop runs."""
-    global _STORE
-    folder = Path(tempfile.mkdtemp(prefix="convmem-upstream-"))
-    _STORE = TranscriptStore(f"sqlite:///{folder / 'record.db'}",
+    global _STORE, _FOLDER
+    _FOLDER = Path(tempfile.mkdtemp(prefix="convmem-upstream-"))
+    _STORE = TranscriptStore(f"sqlite:///{_FOLDER / 'record.db'}",
                              retention=RetentionPolicy(max_age=None, owner="upstream suites"))
     _STORE.migrate()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Close the record and remove its folder, whatever the run's outcome."""
+    global _STORE, _FOLDER
+    if _STORE is not None:
+        _STORE.engine.dispose()
+        _STORE = None
+    if _FOLDER is not None:
+        shutil.rmtree(_FOLDER, ignore_errors=True)
+        _FOLDER = None
 
 
 class SwappedInMemoryHistory(ConvMemChatMessageHistory):
@@ -71,13 +85,6 @@ class SwappedInMemoryHistory(ConvMemChatMessageHistory):
         _STATE["used"] = True
         if messages:
             self.add_messages(list(messages))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, BaseChatMessageHistory):
-            return self.messages == other.messages
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 class SwappedPostgresHistory(ConvMemChatMessageHistory):

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from convmem.errors import ConfigError
 from convmem.identity import check_id, clean_text
+from convmem.text import search_terms
 from convmem.transcript import export as ex
 from convmem.transcript.errors import AttachmentNotFound, ThreadNotFound
 from convmem.transcript.ids import new_id
@@ -18,6 +19,7 @@ from convmem.transcript.models import (
     DERIVED,
     MESSAGES,
     SEARCH,
+    THREADS,
 )
 from convmem.transcript.ops.base import (
     ID_CHARS,
@@ -33,11 +35,13 @@ from convmem.transcript.ops.base import (
 from convmem.transcript.ops.indexing import index_queued
 from convmem.transcript.ops.messages import corrupt_links, lock_thread, read_path, read_thread
 from convmem.transcript.records import (
+    ROLES,
     AttachmentPart,
     DerivedMemory,
     Message,
     SearchHit,
     ThreadTree,
+    utc,
 )
 
 # ---------------------------------------------------------------- reads
@@ -90,51 +94,157 @@ def fts_query(text: str) -> str:
     return " ".join(f'"{w}"' for w in re.findall(r"\w+", text))
 
 
+def fts_any_query(terms: Sequence[tuple[str, bool]]) -> str:
+    """``search_terms`` as an FTS5 query: any of them (a prefix term ends in ``*``)."""
+    return " OR ".join(f'"{w}"' + ("*" if prefix else "") for w, prefix in terms)
+
+
+def ts_any_query(terms: Sequence[tuple[str, bool]]) -> str:
+    """``search_terms`` as a PostgreSQL ``to_tsquery`` text: any of them (``:*`` prefixes)."""
+    return " | ".join(f"'{w}'" + (":*" if prefix else "") for w, prefix in terms)
+
+
 _SIMPLE: sa.ColumnElement[Any] = sa.literal_column("'simple'::regconfig")
+
+#: What ``search(match=...)`` accepts: every word required, or any content word, ranked.
+MATCHES = ("all", "any")
 
 
 def search(
-    ctx: Ctx, tenant: str, query: str, thread_id: str | None, limit: int
+    ctx: Ctx,
+    tenant: str,
+    query: str,
+    thread_id: str | None,
+    limit: int,
+    *,
+    match: str = "all",
+    roles: Sequence[str] | None = None,
+    active_path: bool = False,
 ) -> Op[list[SearchHit]]:
-    """Full-text search over the tenant's messages (FTS5 / PostgreSQL ``tsvector``). It
-    first indexes what is queued for the tenant or thread (``index_queued``; whatever
+    """Full-text search over the tenant's messages (FTS5 / PostgreSQL ``tsvector``).
+
+    ``match="all"``: every word of ``query`` is required. ``match="any"``: the query's
+    content words (``convmem.text.search_terms``), any of them, best first by the
+    backend's rank (FTS5 ``bm25``, PostgreSQL ``ts_rank_cd``; an answer's counts
+    double). ``roles`` keeps only
+    messages of those roles; ``active_path`` (needs ``thread_id``) only the messages on
+    the thread's active path, never an abandoned branch. One statement either way,
+    after indexing what is queued for the tenant or thread (``index_queued``; whatever
     this store's ``search_index``, as another store may have queued it), so its answer
-    is complete: a write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
+    is complete: a write transaction (``BEGIN IMMEDIATE`` on SQLite).
+    """
     edge(tenant, thread_id=thread_id)
     if not isinstance(query, str):
         raise ConfigError(f"search: query must be a string, got {type(query).__name__}")
     if type(limit) is not int or limit < 0:
         raise ConfigError(f"search: limit must be a non-negative integer, got {limit!r}")
+    if match not in MATCHES:
+        raise ConfigError(f"search: match must be 'all' or 'any', got {match!r}")
+    if roles is not None and (isinstance(roles, str) or any(r not in ROLES for r in roles)):
+        raise ConfigError(f"search: roles must be a list of {', '.join(ROLES)}; got {roles!r}")
+    if active_path and thread_id is None:
+        raise ConfigError("search: active_path=True needs thread_id (the path is a thread's)")
     query = clean_text(query)
-    s = SEARCH
-    if ctx.dialect == "sqlite":
+    s, m = SEARCH, MESSAGES
+    rank: Any
+    if match == "any":
+        terms = search_terms(query)
+        if not terms:
+            return []
+        if ctx.dialect == "sqlite":
+            cond = s.c.body.match(fts_any_query(terms))
+            rank = sa.literal_column("rank")  # bm25: lower is better
+        else:
+            tsq = sa.func.to_tsquery(_SIMPLE, ts_any_query(terms))
+            vector = sa.func.to_tsvector(_SIMPLE, s.c.body)
+            cond = vector.op("@@")(tsq)
+            rank = -sa.func.ts_rank_cd(vector, tsq)  # higher is better: negated
+        # Both ranks are negative, lower better. An answer counts double: the block
+        # already shows the recent questions, never an answer (what recall is for).
+        rank = rank * sa.case((m.c.role == "assistant", 2.0), else_=1.0)
+        order: list[Any] = [sa.literal_column("rank"), m.c.seq.desc()]
+    elif ctx.dialect == "sqlite":
         q = fts_query(query)
         if not q:
             return []
         cond = s.c.body.match(q)
-        order: Any = sa.literal_column("rank")
+        rank = sa.literal_column("rank")
+        order = [sa.literal_column("rank")]
     else:
         if not query.strip():
             return []
         cond = sa.func.to_tsvector(_SIMPLE, s.c.body).op("@@")(
             sa.func.plainto_tsquery(_SIMPLE, query)
         )
-        order = MESSAGES.c.received_at.desc()
-    stmt = (
-        sa.select(s.c.message_id, s.c.thread_id, s.c.body, MESSAGES.c.seq)
-        .select_from(tenant_join(s, MESSAGES, MESSAGES.c.id == s.c.message_id))
-        .where(cond, s.c.tenant == tenant, MESSAGES.c.tenant == tenant)
-        .order_by(order)
-        .limit(limit)
+        rank = sa.null()
+        order = [m.c.received_at.desc()]
+    hits = (
+        sa.select(
+            s.c.message_id, s.c.thread_id, s.c.body, m.c.seq, m.c.role, m.c.received_at,
+            rank.label("rank"),
+        )
+        .select_from(tenant_join(s, m, m.c.id == s.c.message_id))
+        .where(cond, s.c.tenant == tenant, m.c.tenant == tenant, m.c.redacted_at.is_(None))
     )
     if thread_id is not None:
-        stmt = stmt.where(s.c.thread_id == thread_id)
+        hits = hits.where(s.c.thread_id == thread_id, m.c.thread_id == thread_id)
+    if roles is not None:
+        hits = hits.where(m.c.role.in_(list(roles)))
+    if active_path:
+        assert thread_id is not None
+        found = hits.cte("convmem_hits")
+        path = _path_since(tenant, thread_id, sa.select(sa.func.min(found.c.seq)))
+        stmt = (
+            sa.select(found)
+            .join(path, path.c.id == found.c.message_id)
+            .order_by(found.c.rank, found.c.seq.desc())
+            .limit(limit)
+        )
+    else:
+        stmt = hits.order_by(*order).limit(limit)
     yield from index_queued(ctx, tenant, thread_id)
     res = yield stmt
     return [
-        SearchHit(message_id=r.message_id, thread_id=r.thread_id, seq=r.seq, text=r.body)
+        SearchHit(
+            message_id=r.message_id, thread_id=r.thread_id, seq=r.seq, text=r.body,
+            role=r.role, received_at=utc(r.received_at),
+            rank=None if r.rank is None else float(r.rank),
+        )
         for r in res.all()
     ]
+
+
+def _path_since(tenant: str, thread_id: str, oldest: sa.Select[Any]) -> sa.CTE:
+    """The thread's active path from its leaf back to the message at seq ``oldest``.
+
+    A recursive CTE of primary-key steps (``id``, ``seq``) that stops below ``oldest``
+    (the earliest hit: nothing older can match) and whenever a parent's ``seq`` is not
+    smaller than its child's — a parent is always older, so a looping link ends the
+    walk instead of running it forever.
+    """
+    t, m = THREADS, MESSAGES
+    anchor = (
+        sa.select(m.c.id, m.c.parent_id, m.c.seq)
+        .select_from(tenant_join(t, m, m.c.thread_id == t.c.id, m.c.id == t.c.active_leaf))
+        .where(t.c.tenant == tenant, t.c.id == thread_id)
+        .cte("convmem_recall_path", recursive=True)
+    )
+    step = MESSAGES.alias("step")
+    return anchor.union_all(
+        sa.select(step.c.id, step.c.parent_id, step.c.seq)
+        .select_from(
+            anchor.join(
+                step,
+                sa.and_(
+                    step.c.tenant == tenant,  # a primary-key step within tenant and thread
+                    step.c.id == anchor.c.parent_id,
+                    step.c.thread_id == thread_id,
+                    step.c.seq < anchor.c.seq,
+                ),
+            )
+        )
+        .where(anchor.c.seq > oldest.scalar_subquery())
+    )
 
 
 # ---------------------------------------------------------------- derived memories
