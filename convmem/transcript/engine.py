@@ -218,7 +218,7 @@ AloneDriver = Literal["psycopg", "sqlalchemy"]
 
 class Rows:
     """A driver's rows, read as the ops read a SQLAlchemy result (``first``, ``one``,
-    ``scalar``, ``all``, ``mappings()``)."""
+    ``scalar``, ``scalar_one``, ``all``, ``mappings()``)."""
 
     __slots__ = ("_keys", "_rows")
 
@@ -237,6 +237,9 @@ class Rows:
 
     def scalar(self) -> Any:
         return self._rows[0][0] if self._rows else None
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
 
     def all(self) -> list[tuple[Any, ...]]:
         return list(self._rows)
