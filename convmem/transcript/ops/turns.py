@@ -134,7 +134,7 @@ _PG_BEGIN_TURN = sa.text(
     FROM th
 )
 SELECT (SELECT first_seq FROM th), (SELECT parent_id FROM th), EXISTS (SELECT 1 FROM locked),
-    (SELECT json_agg(id ORDER BY id) FROM quoted WHERE id NOT IN (SELECT id FROM intact))
+    (SELECT json_agg(id) FROM quoted WHERE id NOT IN (SELECT id FROM intact))
 """
 )
 
@@ -190,7 +190,7 @@ def _pg_begin_turn(
     if not thread_found:
         raise missing_thread(tenant, thread_id, incarnation)
     if first_seq is None:
-        raise QuotedRedacted(list(not_intact or ()))
+        raise QuotedRedacted(sorted(not_intact or ()))
     (msg,) = number_chain(rows, int(first_seq), parent)
     return msg
 
