@@ -345,6 +345,8 @@ class SessionStateStoreSpec(EveryMode):
             pytest.param(TENANT, " ", "thread_id", id="thread-blank"),
             pytest.param("ac\x00me", "t1", "tenant", id="tenant-nul"),
             pytest.param(TENANT, "t\n1", "thread_id", id="thread-newline"),
+            pytest.param(TENANT, "t\u20281", "thread_id", id="thread-line-separator"),
+            pytest.param("ac\x85me", "t1", "tenant", id="tenant-next-line"),
             pytest.param(TENANT, "t\ud8001", "thread_id", id="thread-lone-surrogate"),
             pytest.param(7, "t1", "tenant", id="tenant-not-str"),
         ],
