@@ -47,6 +47,10 @@ STATE_HEAD = b'{"v":%d,"version":' % STATE_FORMAT_VERSION
 _HEAD_VERSION = re.compile(
     rb'\{"v":[' + b"".join(b"%d" % v for v in READABLE_FORMATS) + rb'],"version":([0-9]+)[,}]'
 )
+#: Stored versions (and turn counts) are whole numbers below this: what a Lua number (a
+#: double, as the Redis compare-and-set script reads it) holds exactly, so the decoder and
+#: the script read one value alike (spec §5; issue 22, finding 6).
+COUNT_LIMIT = 2**53
 #: At most this many salient entities are kept (spec §10).
 MAX_SALIENT = 2
 
@@ -213,6 +217,38 @@ def state_to_dict(state: SessionState) -> dict[str, Any]:
     return data
 
 
+def whole_number(value: object) -> int | None:
+    """``value`` as a stored version or turn count, or None when it is not one.
+
+    The one rule the decoder and compare-and-set share (the Lua twin is in
+    ``convmem.stores.redis_wire``): a JSON number with a whole value, 0 <= v < 2**53
+    (``COUNT_LIMIT``). ``5.0`` is 5, as a reader with one number type (Lua's cjson) sees
+    it; a fraction, a string, a boolean, null, a negative or a larger number is None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value < COUNT_LIMIT else None
+    if isinstance(value, float) and value.is_integer() and 0 <= value < COUNT_LIMIT:
+        return int(value)
+    return None
+
+
+def _count(value: object, key: str) -> int:
+    number = whole_number(value)
+    if number is None:
+        raise CorruptState(f"{key} {value!r} is not a whole number from 0 to 2**53 - 1")
+    return number
+
+
+def _head_number(digits: bytes) -> int:
+    """The version digits of a value's head (``_HEAD_VERSION``) under ``whole_number``'s
+    rule, 0 when outside it: a leading zero is not JSON, 17 digits are past 2**53."""
+    if len(digits) > 16 or (len(digits) > 1 and digits.startswith(b"0")):
+        return 0
+    number = int(digits)
+    return number if number < COUNT_LIMIT else 0
+
+
 def state_from_dict(data: Mapping[str, Any]) -> SessionState:
     """Inverse of ``state_to_dict``; raises ``CorruptState`` on anything else."""
     try:
@@ -236,14 +272,14 @@ def state_from_dict(data: Mapping[str, Any]) -> SessionState:
         return SessionState(
             focus=_focus_from_dict(data.get("focus")),
             filters={
-                str(k): FilterValue(str(v["value"]), int(v["set_at_turn"]))
+                str(k): FilterValue(str(v["value"]), _count(v["set_at_turn"], "set_at_turn"))
                 for k, v in dict(data.get("filters") or {}).items()
             },
             format=fmt,
             recent_questions=tuple(str(q) for q in data.get("recent_questions") or ()),
-            turn=int(data.get("turn", 0)),
+            turn=_count(data.get("turn", 0), "turn"),
             pending=_pending_from_dict(data.get("pending")),
-            version=int(data.get("version", 0)),
+            version=_count(data.get("version", 0), "version"),
             last_rewrite=None if data.get("last_rewrite") is None else str(data["last_rewrite"]),
             open_turn=open_turn,
             salient=_salient_from_list(data.get("salient") if version >= 2 else None),
@@ -295,7 +331,7 @@ def _decode(raw: bytes | str) -> SessionState:
         raise CorruptState("session state is not a JSON object")
     state = state_from_dict(data)
     head = _HEAD_VERSION.match(raw if isinstance(raw, bytes) else raw.encode())
-    if head is not None and int(head[1]) != state.version:
+    if head is not None and _head_number(head[1]) != state.version:
         # Only a duplicate "version" key can do this; compare-and-set would read the first.
         raise CorruptState("session state has two different versions")
     return state
@@ -305,16 +341,17 @@ def stored_version(raw: bytes | None) -> int:
     """The version compare-and-set compares against: 0 when absent or not a state of ours.
 
     The Redis stores' Lua script implements the same rule: over ``MAX_STATE_BYTES``
-    -> 0; starts with ``STATE_HEAD`` -> the number after it; otherwise the
-    ``version`` of a JSON object whose ``v`` is ours, if it is a non-negative
-    number; else 0.
-    A value that is not ours therefore yields to ``expected_version=0``.
+    -> 0; starts with the head of a readable format -> the number after it; otherwise
+    the ``version`` of a JSON object whose ``v`` is ours; either number only when
+    ``whole_number`` accepts it (as the decoder does), else 0.
+    A value that is not ours, or whose version the decoder refuses, therefore yields
+    to ``expected_version=0``.
     """
     if raw is None or len(raw) > MAX_STATE_BYTES:
         return 0
     head = _HEAD_VERSION.match(raw)
     if head is not None:
-        return int(head[1])
+        return _head_number(head[1])
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -322,10 +359,7 @@ def stored_version(raw: bytes | None) -> int:
     fmt = data.get("v") if isinstance(data, dict) else None
     if not isinstance(data, dict) or isinstance(fmt, bool) or fmt not in READABLE_FORMATS:
         return 0
-    version = data.get("version")
-    if isinstance(version, bool) or not isinstance(version, int | float) or version < 0:
-        return 0
-    return int(version)
+    return whole_number(data.get("version", 0)) or 0
 
 
 def _focus_to_dict(focus: Focus | None) -> dict[str, str] | None:
