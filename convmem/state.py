@@ -26,7 +26,7 @@ from typing import Any, Literal
 import orjson
 
 from convmem.errors import CorruptState
-from convmem.identity import clean_data
+from convmem.identity import clean_data, clean_text
 
 FocusSource = Literal["user", "tool", "confirmed"]
 Format = Literal["short", "detailed", "table"]
@@ -51,6 +51,16 @@ _HEAD_VERSION = re.compile(
 #: double, as the Redis compare-and-set script reads it) holds exactly, so the decoder and
 #: the script read one value alike (spec §5; issue 22, finding 6).
 COUNT_LIMIT = 2**53
+#: What the stored state keeps of each text derived from a user's question: at most this
+#: many bytes of its JSON (UTF-8; an escaped control character counts its escape), cut
+#: at a character boundary (``state_text``). The texts are the recent questions, the last
+#: rewrite, the open turn's question, rewrite and resolved question, a pending
+#: clarification's question, mention and prompt, and the same in the open turn's base:
+#: seventeen at most, 34 KB at this limit, so the largest legal questions (4,000
+#: four-byte or escaped characters) never push a state over ``MAX_STATE_BYTES`` and
+#: lose a save (issue 22, finding 10). The state in the process that wrote it, the
+#: model's input and the transcript keep the whole text.
+MAX_STATE_TEXT_BYTES = 2048
 #: At most this many salient entities are kept (spec §10).
 MAX_SALIENT = 2
 
@@ -187,8 +197,37 @@ _SLOT_SETTERS = tuple(getattr(SessionState, name).__set__ for name in _FIELD_IND
 # --------------------------------------------------------------------------- codec
 
 
+def state_text(text: str) -> str:
+    """``text`` as the stored state keeps it: whole when its JSON takes at most
+    ``MAX_STATE_TEXT_BYTES`` bytes, else its longest prefix that does (a character
+    boundary). A lone surrogate is replaced first, as ``encode_state`` would. Cutting
+    twice is cutting once, so a stored text compares with its original by this cut."""
+    if len(text) * 6 <= MAX_STATE_TEXT_BYTES:  # no character takes more than 6 JSON bytes
+        return text
+    try:
+        size = len(orjson.dumps(text)) - 2
+    except orjson.JSONEncodeError:
+        text = clean_text(text)
+        size = len(orjson.dumps(text)) - 2
+    if size <= MAX_STATE_TEXT_BYTES:
+        return text
+    fits, over = 0, min(len(text), MAX_STATE_TEXT_BYTES + 1)  # every character is >= 1 byte
+    while over - fits > 1:  # the JSON of a prefix grows with it: bisect
+        mid = (fits + over) // 2
+        if len(orjson.dumps(text[:mid])) - 2 <= MAX_STATE_TEXT_BYTES:
+            fits = mid
+        else:
+            over = mid
+    return text[:fits]
+
+
+def _cut(text: str | None) -> str | None:
+    return None if text is None else state_text(text)
+
+
 def state_to_dict(state: SessionState) -> dict[str, Any]:
-    """Plain JSON-ready form of a state; ``v`` and ``version`` first (see ``STATE_HEAD``)."""
+    """Plain JSON-ready form of a state; ``v`` and ``version`` first (see ``STATE_HEAD``).
+    Texts derived from questions are cut to ``MAX_STATE_TEXT_BYTES`` (``state_text``)."""
     data: dict[str, Any] = {
         "v": STATE_FORMAT_VERSION,
         "version": state.version,
@@ -197,21 +236,21 @@ def state_to_dict(state: SessionState) -> dict[str, Any]:
             k: {"value": f.value, "set_at_turn": f.set_at_turn} for k, f in state.filters.items()
         },
         "format": state.format,
-        "recent_questions": list(state.recent_questions),
+        "recent_questions": [state_text(q) for q in state.recent_questions],
         "turn": state.turn,
         "pending": _pending_to_dict(state.pending),
-        "last_rewrite": state.last_rewrite,
+        "last_rewrite": _cut(state.last_rewrite),
         "open_turn": None,
         "salient": [_focus_to_dict(f) for f in state.salient],
     }
     if state.open_turn is not None:
         ot = state.open_turn
         data["open_turn"] = {
-            "question": ot.question,
-            "rewritten": ot.rewritten,
+            "question": state_text(ot.question),
+            "rewritten": state_text(ot.rewritten),
             "message_id": ot.message_id,
             "clarified": ot.clarified,
-            "resolved_question": ot.resolved_question,
+            "resolved_question": state_text(ot.resolved_question),
             "base": state_to_dict(ot.base.evolve(open_turn=None)),
         }
     return data
@@ -401,11 +440,11 @@ def _pending_to_dict(pending: PendingClarification | None) -> dict[str, Any] | N
     if pending is None:
         return None
     return {
-        "question": pending.question,
-        "prompt": pending.prompt,
+        "question": state_text(pending.question),
+        "prompt": state_text(pending.prompt),
         "options": [_option_to_dict(o) for o in pending.options],
         "origin": pending.origin,
-        "mention": pending.mention,
+        "mention": _cut(pending.mention),
     }
 
 

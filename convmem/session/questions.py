@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from convmem.session.records import MAX_QUESTION_CHARS, ModelCall
-from convmem.state import SessionState
+from convmem.state import SessionState, state_text
 
 if TYPE_CHECKING:
     from convmem.session.recording import _OpenRecord
@@ -100,8 +100,10 @@ def _quoted_ids(
 
 def _stands_for(q: str, texts: set[str]) -> bool:
     """Whether the state's question ``q`` is one of ``texts``, or the cut-off start of
-    one (a question at ``MAX_QUESTION_CHARS`` may have been longer where it came from)."""
-    return q in texts or (len(q) >= MAX_QUESTION_CHARS and any(t.startswith(q) for t in texts))
+    one: a question at ``MAX_QUESTION_CHARS`` may have been longer where it came from, and
+    a stored state keeps a long one cut (``state_text``)."""
+    return q in texts or any(
+        t.startswith(q) and (len(q) >= MAX_QUESTION_CHARS or state_text(t) == q) for t in texts)
 
 
 def _row_text(parts: Any) -> str:

@@ -21,7 +21,8 @@ same on every backend), and degradation on corrupt values
 (empty state, one WARNING per incident on ``convmem.stores``, ``stats.degraded``
 counted, ``strict=True`` raising ``StateUnavailable``; a corrupt value is replaced by
 the next save), one rule for the stored version in the decoder and in compare-and-set
-(a version outside it is corrupt to both, so the next save lands), and that a state
+(a version outside it is corrupt to both, so the next save lands), that a state with
+the largest legal questions in every text that can hold one still saves, and that a state
 serialised in another key order is still read, version included.
 """
 
@@ -39,13 +40,17 @@ import pytest
 
 from convmem.errors import ConfigError, StateUnavailable, VersionConflict
 from convmem.identity import MAX_TENANT_CHARS, MAX_THREAD_ID_CHARS
+from convmem.session.records import MAX_QUESTION_CHARS
 from convmem.state import (
     MAX_STATE_BYTES,
     FilterValue,
     Focus,
+    OpenTurn,
     Option,
     PendingClarification,
     SessionState,
+    encode_state,
+    state_text,
     state_to_dict,
 )
 from convmem.stores.base import SessionStateStore
@@ -76,6 +81,18 @@ def rich_state(turn: int = 3) -> SessionState:
         last_rewrite="revenue for Alder Works in beta, 2024-Q3",
         salient=(Focus("team", "T-7", "Platform Team", "tool"),),
     )
+
+
+def worst_case_state(q: str) -> SessionState:
+    """``rich_state()`` with every text that can hold a question's words set to ``q`` (the
+    rewrite to two of it): the recent questions, the last rewrite, a pending
+    clarification's question, mention and prompt, the open turn's question, rewrite and
+    resolved question, and all of these again in the open turn's base."""
+    base = rich_state().evolve(
+        recent_questions=(q, q, q), last_rewrite=2 * q,
+        pending=PendingClarification(q, q, rich_state().pending.options, mention=q),  # type: ignore[union-attr]
+    )
+    return base.evolve(open_turn=OpenTurn(q, 2 * q, "m-1", base, False, q))
 
 
 class StoreDriver:
@@ -429,6 +446,31 @@ class SessionStateStoreSpec(EveryMode):
         assert await api.save(tenant, thread_id, rich_state(), expected_version=0) == 1
         assert await api.load(tenant, thread_id) == rich_state().evolve(version=1)
         assert await api.threads(tenant) == {thread_id}
+
+    @pytest.mark.parametrize("char", ["\U0001f600", "\x01", '"'],
+                             ids=["four-byte", "escaped-control", "escaped-quote"])
+    async def test_the_largest_legal_questions_always_fit(
+        self, api: StoreDriver, char: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Spec §5 / issue 22, finding 10: every text of a state that can hold a question
+        at the largest length a question may have (``MAX_QUESTION_CHARS`` of characters
+        that take 4 or 6 bytes of JSON) still saves: the stored copy of each is cut to
+        ``MAX_STATE_TEXT_BYTES`` at a character boundary, with room to spare."""
+        q = char * MAX_QUESTION_CHARS
+        state = worst_case_state(q)
+        with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+            assert await api.save(TENANT, "t1", state, expected_version=0) == 1
+        assert api.store.stats.degraded == 0 and not _store_warnings(caplog)
+        assert len(encode_state(state.evolve(version=1))) <= MAX_STATE_BYTES * 3 // 4
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None and loaded.version == 1 and loaded.open_turn is not None
+        kept = [*loaded.recent_questions, loaded.last_rewrite, loaded.open_turn.question,
+                loaded.open_turn.rewritten, loaded.open_turn.resolved_question,
+                *loaded.open_turn.base.recent_questions]
+        for text in kept:  # a store may hand back the state it wrote, or the stored copy
+            assert text in (q, 2 * q, state_text(q), state_text(2 * q))
+        # the next save over it lands too
+        assert await api.save(TENANT, "t1", loaded, expected_version=1) == 2
 
     # ------------------------------------------------------------------ corrupt values
 
