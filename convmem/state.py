@@ -53,14 +53,17 @@ _HEAD_VERSION = re.compile(
 COUNT_LIMIT = 2**53
 #: What the stored state keeps of each text derived from a user's question: at most this
 #: many bytes of its JSON (UTF-8; an escaped control character counts its escape), cut
-#: at a character boundary (``state_text``). The texts are the recent questions, the last
-#: rewrite, the open turn's question, rewrite and resolved question, a pending
-#: clarification's question, mention and prompt, and the same in the open turn's base:
-#: seventeen at most, 34 KB at this limit, so the largest legal questions (4,000
-#: four-byte or escaped characters) never push a state over ``MAX_STATE_BYTES`` and
-#: lose a save (issue 22, finding 10). The state in the process that wrote it, the
-#: model's input and the transcript keep the whole text.
-MAX_STATE_TEXT_BYTES = 2048
+#: at a character boundary (``state_text``). The turn's own question (the open turn's
+#: question, rewrite and resolved question, a pending clarification's question) keeps
+#: ``MAX_TURN_TEXT_BYTES`` (a 4,000-character question of ASCII or two-byte letters
+#: whole), every other such text ``MAX_STATE_TEXT_BYTES``: the recent questions, the last
+#: rewrite, a clarification's mention and prompt, and all of the open turn's base. At
+#: most 4 x 6 KB + 13 x 1 KB = 37 KB, so the largest legal questions (4,000 four-byte or
+#: escaped characters) never push a state over ``MAX_STATE_BYTES`` and lose a save
+#: (issue 22, finding 10). The process that wrote the state, the model's input and the
+#: transcript keep the whole text.
+MAX_STATE_TEXT_BYTES = 1024
+MAX_TURN_TEXT_BYTES = 6144
 #: At most this many salient entities are kept (spec §10).
 MAX_SALIENT = 2
 
@@ -197,24 +200,23 @@ _SLOT_SETTERS = tuple(getattr(SessionState, name).__set__ for name in _FIELD_IND
 # --------------------------------------------------------------------------- codec
 
 
-def state_text(text: str) -> str:
-    """``text`` as the stored state keeps it: whole when its JSON takes at most
-    ``MAX_STATE_TEXT_BYTES`` bytes, else its longest prefix that does (a character
-    boundary). A lone surrogate is replaced first, as ``encode_state`` would. Cutting
-    twice is cutting once, so a stored text compares with its original by this cut."""
-    if len(text) * 6 <= MAX_STATE_TEXT_BYTES:  # no character takes more than 6 JSON bytes
+def state_text(text: str, limit: int = MAX_STATE_TEXT_BYTES) -> str:
+    """``text`` as the stored state keeps it: whole when its JSON takes at most ``limit``
+    bytes, else its longest prefix that does (a character boundary). A lone surrogate
+    is replaced first, as ``encode_state`` would. Cutting twice is cutting once."""
+    if len(text) * 6 <= limit:  # no character takes more than 6 bytes of JSON
         return text
     try:
         size = len(orjson.dumps(text)) - 2
     except orjson.JSONEncodeError:
         text = clean_text(text)
         size = len(orjson.dumps(text)) - 2
-    if size <= MAX_STATE_TEXT_BYTES:
+    if size <= limit:
         return text
-    fits, over = 0, min(len(text), MAX_STATE_TEXT_BYTES + 1)  # every character is >= 1 byte
+    fits, over = 0, min(len(text), limit + 1)  # every character takes at least one byte
     while over - fits > 1:  # the JSON of a prefix grows with it: bisect
         mid = (fits + over) // 2
-        if len(orjson.dumps(text[:mid])) - 2 <= MAX_STATE_TEXT_BYTES:
+        if len(orjson.dumps(text[:mid])) - 2 <= limit:
             fits = mid
         else:
             over = mid
@@ -225,9 +227,22 @@ def _cut(text: str | None) -> str | None:
     return None if text is None else state_text(text)
 
 
+def is_stored_cut(cut: str, text: str) -> bool:
+    """Whether ``cut`` is how a stored state keeps ``text`` (at either limit), so a
+    question read back from the store is still recognised (the same message again,
+    redaction)."""
+    return text.startswith(cut) and cut in (state_text(text), state_text(text, MAX_TURN_TEXT_BYTES))
+
+
 def state_to_dict(state: SessionState) -> dict[str, Any]:
     """Plain JSON-ready form of a state; ``v`` and ``version`` first (see ``STATE_HEAD``).
-    Texts derived from questions are cut to ``MAX_STATE_TEXT_BYTES`` (``state_text``)."""
+    Texts derived from questions are cut (``state_text``; ``MAX_STATE_TEXT_BYTES``)."""
+    return _to_dict(state, MAX_TURN_TEXT_BYTES)
+
+
+def _to_dict(state: SessionState, turn_limit: int) -> dict[str, Any]:
+    """``state_to_dict`` with the turn's own question cut to ``turn_limit`` bytes (the
+    open turn's base keeps every text at ``MAX_STATE_TEXT_BYTES``)."""
     data: dict[str, Any] = {
         "v": STATE_FORMAT_VERSION,
         "version": state.version,
@@ -238,7 +253,7 @@ def state_to_dict(state: SessionState) -> dict[str, Any]:
         "format": state.format,
         "recent_questions": [state_text(q) for q in state.recent_questions],
         "turn": state.turn,
-        "pending": _pending_to_dict(state.pending),
+        "pending": _pending_to_dict(state.pending, turn_limit),
         "last_rewrite": _cut(state.last_rewrite),
         "open_turn": None,
         "salient": [_focus_to_dict(f) for f in state.salient],
@@ -246,12 +261,12 @@ def state_to_dict(state: SessionState) -> dict[str, Any]:
     if state.open_turn is not None:
         ot = state.open_turn
         data["open_turn"] = {
-            "question": state_text(ot.question),
-            "rewritten": state_text(ot.rewritten),
+            "question": state_text(ot.question, turn_limit),
+            "rewritten": state_text(ot.rewritten, turn_limit),
             "message_id": ot.message_id,
             "clarified": ot.clarified,
-            "resolved_question": state_text(ot.resolved_question),
-            "base": state_to_dict(ot.base.evolve(open_turn=None)),
+            "resolved_question": state_text(ot.resolved_question, turn_limit),
+            "base": _to_dict(ot.base.evolve(open_turn=None), MAX_STATE_TEXT_BYTES),
         }
     return data
 
@@ -436,11 +451,11 @@ def _option_to_dict(option: Option) -> dict[str, Any]:
     return {"type": option.type, "id": option.id, "label": option.label, "attrs": dict(option.attrs)}
 
 
-def _pending_to_dict(pending: PendingClarification | None) -> dict[str, Any] | None:
+def _pending_to_dict(pending: PendingClarification | None, limit: int) -> dict[str, Any] | None:
     if pending is None:
         return None
     return {
-        "question": state_text(pending.question),
+        "question": state_text(pending.question, limit),
         "prompt": state_text(pending.prompt),
         "options": [_option_to_dict(o) for o in pending.options],
         "origin": pending.origin,

@@ -34,7 +34,7 @@ from convmem.policy import (
 from convmem.render import render
 from convmem.resolve import Resolution, Resolver, RuleResolver, carry_focus
 from convmem.session.records import Clarification, SessionStats, TurnContext
-from convmem.state import OpenTurn, Option, PendingClarification, SessionState, state_text
+from convmem.state import OpenTurn, Option, PendingClarification, SessionState, is_stored_cut
 from convmem.stores.base import SessionStateStore
 from convmem.tools import ToolResult
 
@@ -55,11 +55,11 @@ def _same_message(
     message_id: str | None, question: str, known_id: str | None, known_question: str
 ) -> bool:
     """The same user message again: by id when either side has one, else by text (a
-    long one as the stored state keeps it, ``state_text``, on either side)."""
+    long one as the stored state keeps it on either side: ``is_stored_cut``)."""
     if message_id is not None or known_id is not None:
         return message_id == known_id
-    return (question == known_question or state_text(question) == known_question
-            or question == state_text(known_question))
+    return (question == known_question or is_stored_cut(known_question, question)
+            or is_stored_cut(question, known_question))
 
 
 

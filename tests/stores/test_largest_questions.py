@@ -20,7 +20,13 @@ from convmem import (
     TurnContext,
 )
 from convmem.session import MAX_QUESTION_CHARS
-from convmem.state import MAX_STATE_BYTES, MAX_STATE_TEXT_BYTES, encode_state, state_text
+from convmem.state import (
+    MAX_STATE_BYTES,
+    MAX_STATE_TEXT_BYTES,
+    MAX_TURN_TEXT_BYTES,
+    encode_state,
+    state_text,
+)
 from convmem.stores import RedisSessionStateStore
 from convmem.transcript import TranscriptStore
 
@@ -60,21 +66,23 @@ def test_the_largest_questions_never_lose_a_save(crm: Domain, store: Any) -> Non
         memory.end_turn("th", answer="ok")
     clarified = memory.begin_turn("th", largest("How is Northline doing?"), today=TODAY)
     assert isinstance(clarified, Clarification)
-    answered = memory.begin_turn("th", "The Toronto one.", today=TODAY)
-    assert isinstance(answered, TurnContext) and answered.rewritten.count(FILL) > 3000
-    # eight saves (three turns of two, the clarification, the answer), none dropped
+    memory.end_turn("th")
+    # the answer turn, read from the store, continues with the stored original question:
+    # the turn's own question keeps MAX_TURN_TEXT_BYTES (1,536 four-byte characters)
+    answered = SessionMemory(crm, store=store).begin_turn("th", "The Toronto one.", today=TODAY)
+    assert isinstance(answered, TurnContext) and answered.rewritten.count(FILL) >= 1500
+    # nine saves (three turns of two, the clarification and its end, the answer), none lost
     assert store.stats.degraded == 0
     stored = memory.get_state("th")
-    assert stored is not None and stored.version == 8 and stored.open_turn is not None
+    assert stored is not None and stored.version == 9 and stored.open_turn is not None
     assert len(encode_state(stored)) <= MAX_STATE_BYTES // 2
     if isinstance(store, InMemorySessionStateStore):  # the stored copy itself
         raw = store.raw("default", "th")
         assert raw is not None and len(raw) <= MAX_STATE_BYTES // 2
-        kept = [*stored.recent_questions, stored.open_turn.question,
-                *stored.open_turn.base.recent_questions]
+        kept = [*stored.recent_questions, *stored.open_turn.base.recent_questions]
         assert all(len(q.encode()) <= MAX_STATE_TEXT_BYTES for q in kept)
-        assert stored.recent_questions[-1] == state_text(questions[2].replace(
-            "And Pinecrest Clinics?", "How is Northline doing?"))
+        assert len(stored.open_turn.resolved_question.encode()) <= MAX_TURN_TEXT_BYTES
+        assert stored.recent_questions[-1] == state_text(largest("How is Northline doing?"))
 
 
 def test_the_record_keeps_the_whole_question(crm: Domain, transcript: TranscriptStore) -> None:
