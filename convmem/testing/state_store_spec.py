@@ -597,7 +597,8 @@ class SessionStateStoreSpec(EveryMode):
         self, api: StoreDriver, caplog: pytest.LogCaptureFixture
     ) -> None:
         await api.save(TENANT, "t1", rich_state(1), expected_version=0)
-        huge = rich_state(2).evolve(recent_questions=("x" * MAX_STATE_BYTES,))
+        # (a label: question-derived texts are cut to fit: test_the_largest_legal_questions_...)
+        huge = rich_state(2).evolve(focus=Focus("project", "C-1", "x" * MAX_STATE_BYTES))
         with caplog.at_level(logging.WARNING, logger="convmem.stores"):
             assert await api.save(TENANT, "t1", huge, expected_version=1) == 2
         assert (api.store.stats.degraded, len(_store_warnings(caplog))) == (1, 1)
