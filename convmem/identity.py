@@ -6,7 +6,8 @@ are ``acme:eu``, real thread ids are URLs or e-mail addresses). Stores make them
 unambiguous by *encoding* them, never by refusing them. What is refused, with a
 ``ConfigError`` naming the field, is what no store can keep faithfully: a non-string,
 an empty or blank value, a value over the length limit, control characters
-(NUL, newlines, ...) and lone surrogates. Both session-state stores and the
+(NUL, newlines, ...), the Unicode line and paragraph separators (U+2028, U+2029: with
+the C0/C1 controls, everything ``str.splitlines`` breaks a line at) and lone surrogates. Both session-state stores and the
 transcript apply this rule at their edge, so a value accepted by one is accepted by
 all.
 
@@ -32,7 +33,16 @@ MAX_THREAD_ID_CHARS = 500
 
 REPLACEMENT = "\ufffd"
 _UNSAFE_TEXT = re.compile("[\x00\ud800-\udfff]")
-_FORBIDDEN_IN_ID = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: C0 and C1 controls (NUL, LF, CR, VT, FF, U+001C-U+001E, NEL U+0085, ...), the line
+#: and paragraph separators and lone surrogates: nothing that breaks a line in a log, a
+#: CLI listing or a key (issue 22, finding 9: U+2028 passed the rule that refused LF).
+_FORBIDDEN_IN_ID = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: Names of the refused characters that break a line (``unicodedata`` names no control).
+_LINE_BREAKS = {
+    "\n": "LINE FEED", "\r": "CARRIAGE RETURN", "\x0b": "LINE TABULATION", "\x0c": "FORM FEED",
+    "\x1c": "FILE SEPARATOR", "\x1d": "GROUP SEPARATOR", "\x1e": "RECORD SEPARATOR",
+    "\x85": "NEXT LINE", "\u2028": "LINE SEPARATOR", "\u2029": "PARAGRAPH SEPARATOR",
+}
 
 
 def check_id(value: object, field: str, max_chars: int) -> str:
@@ -57,8 +67,9 @@ def check_id(value: object, field: str, max_chars: int) -> str:
     bad = _FORBIDDEN_IN_ID.search(value)
     if bad is not None:
         raise ConfigError(
-            f"{field} contains {_describe(bad.group())} at position {bad.start()}; "
-            "control characters and lone surrogates are not allowed in identifiers"
+            f"{field} contains {_describe(bad.group())} at position {bad.start()}; control "
+            "characters, line or paragraph separators and lone surrogates are not allowed "
+            "in identifiers"
         )
     return value
 
@@ -93,9 +104,18 @@ def _encodes(text: str) -> bool:
 
 
 def _describe(ch: str) -> str:
+    """What ``ch`` is, by code point and (for a line break) name: ``a line separator
+    (U+2028 LINE SEPARATOR)``, ``a control character (U+000A LINE FEED)``."""
+    code = f"U+{ord(ch):04X}"
     if "\ud800" <= ch <= "\udfff":
-        return f"a lone surrogate (U+{ord(ch):04X})"
-    return f"a control character (U+{ord(ch):04X})"
+        return f"a lone surrogate ({code})"
+    name = _LINE_BREAKS.get(ch)
+    shown = code if name is None else f"{code} {name}"
+    if ch == "\u2028":
+        return f"a line separator ({shown})"
+    if ch == "\u2029":
+        return f"a paragraph separator ({shown})"
+    return f"a control character ({shown})"
 
 
 def clean_data(value: Any) -> Any:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import orjson
 
 from convmem.errors import CorruptState
-from convmem.identity import clean_data
+from convmem.identity import clean_data, clean_text
 
 FocusSource = Literal["user", "tool", "confirmed"]
 Format = Literal["short", "detailed", "table"]
@@ -47,6 +47,23 @@ STATE_HEAD = b'{"v":%d,"version":' % STATE_FORMAT_VERSION
 _HEAD_VERSION = re.compile(
     rb'\{"v":[' + b"".join(b"%d" % v for v in READABLE_FORMATS) + rb'],"version":([0-9]+)[,}]'
 )
+#: Stored versions (and turn counts) are whole numbers below this: what a Lua number (a
+#: double, as the Redis compare-and-set script reads it) holds exactly, so the decoder and
+#: the script read one value alike (spec §5; issue 22, finding 6).
+COUNT_LIMIT = 2**53
+#: What the stored state keeps of each text derived from a user's question: at most this
+#: many bytes of its JSON (UTF-8; an escaped control character counts its escape), cut
+#: at a character boundary (``state_text``). The turn's own question (the open turn's
+#: question, rewrite and resolved question, a pending clarification's question) keeps
+#: ``MAX_TURN_TEXT_BYTES`` (a 4,000-character question of ASCII or two-byte letters
+#: whole), every other such text ``MAX_STATE_TEXT_BYTES``: the recent questions, the last
+#: rewrite, a clarification's mention and prompt, and all of the open turn's base. At
+#: most 4 x 6 KB + 13 x 1 KB = 37 KB, so the largest legal questions (4,000 four-byte or
+#: escaped characters) never push a state over ``MAX_STATE_BYTES`` and lose a save
+#: (issue 22, finding 10). The process that wrote the state, the model's input and the
+#: transcript keep the whole text.
+MAX_STATE_TEXT_BYTES = 1024
+MAX_TURN_TEXT_BYTES = 6144
 #: At most this many salient entities are kept (spec §10).
 MAX_SALIENT = 2
 
@@ -183,8 +200,49 @@ _SLOT_SETTERS = tuple(getattr(SessionState, name).__set__ for name in _FIELD_IND
 # --------------------------------------------------------------------------- codec
 
 
+def state_text(text: str, limit: int = MAX_STATE_TEXT_BYTES) -> str:
+    """``text`` as the stored state keeps it: whole when its JSON takes at most ``limit``
+    bytes, else its longest prefix that does (a character boundary). A lone surrogate
+    is replaced first, as ``encode_state`` would. Cutting twice is cutting once."""
+    if len(text) * 6 <= limit:  # no character takes more than 6 bytes of JSON
+        return text
+    try:
+        size = len(orjson.dumps(text)) - 2
+    except orjson.JSONEncodeError:
+        text = clean_text(text)
+        size = len(orjson.dumps(text)) - 2
+    if size <= limit:
+        return text
+    fits, over = 0, min(len(text), limit + 1)  # every character takes at least one byte
+    while over - fits > 1:  # the JSON of a prefix grows with it: bisect
+        mid = (fits + over) // 2
+        if len(orjson.dumps(text[:mid])) - 2 <= limit:
+            fits = mid
+        else:
+            over = mid
+    return text[:fits]
+
+
+def _cut(text: str | None) -> str | None:
+    return None if text is None else state_text(text)
+
+
+def is_stored_cut(cut: str, text: str) -> bool:
+    """Whether ``cut`` is how a stored state keeps ``text`` (at either limit), so a
+    question read back from the store is still recognised (the same message again,
+    redaction)."""
+    return text.startswith(cut) and cut in (state_text(text), state_text(text, MAX_TURN_TEXT_BYTES))
+
+
 def state_to_dict(state: SessionState) -> dict[str, Any]:
-    """Plain JSON-ready form of a state; ``v`` and ``version`` first (see ``STATE_HEAD``)."""
+    """Plain JSON-ready form of a state; ``v`` and ``version`` first (see ``STATE_HEAD``).
+    Texts derived from questions are cut (``state_text``; ``MAX_STATE_TEXT_BYTES``)."""
+    return _to_dict(state, MAX_TURN_TEXT_BYTES)
+
+
+def _to_dict(state: SessionState, turn_limit: int) -> dict[str, Any]:
+    """``state_to_dict`` with the turn's own question cut to ``turn_limit`` bytes (the
+    open turn's base keeps every text at ``MAX_STATE_TEXT_BYTES``)."""
     data: dict[str, Any] = {
         "v": STATE_FORMAT_VERSION,
         "version": state.version,
@@ -193,24 +251,56 @@ def state_to_dict(state: SessionState) -> dict[str, Any]:
             k: {"value": f.value, "set_at_turn": f.set_at_turn} for k, f in state.filters.items()
         },
         "format": state.format,
-        "recent_questions": list(state.recent_questions),
+        "recent_questions": [state_text(q) for q in state.recent_questions],
         "turn": state.turn,
-        "pending": _pending_to_dict(state.pending),
-        "last_rewrite": state.last_rewrite,
+        "pending": _pending_to_dict(state.pending, turn_limit),
+        "last_rewrite": _cut(state.last_rewrite),
         "open_turn": None,
         "salient": [_focus_to_dict(f) for f in state.salient],
     }
     if state.open_turn is not None:
         ot = state.open_turn
         data["open_turn"] = {
-            "question": ot.question,
-            "rewritten": ot.rewritten,
+            "question": state_text(ot.question, turn_limit),
+            "rewritten": state_text(ot.rewritten, turn_limit),
             "message_id": ot.message_id,
             "clarified": ot.clarified,
-            "resolved_question": ot.resolved_question,
-            "base": state_to_dict(ot.base.evolve(open_turn=None)),
+            "resolved_question": state_text(ot.resolved_question, turn_limit),
+            "base": _to_dict(ot.base.evolve(open_turn=None), MAX_STATE_TEXT_BYTES),
         }
     return data
+
+
+def whole_number(value: object) -> int | None:
+    """``value`` as a stored version or turn count, or None when it is not one.
+
+    The one rule the decoder and compare-and-set share (the Lua twin is in
+    ``convmem.stores.redis_wire``): a JSON number with a whole value, 0 <= v < 2**53
+    (``COUNT_LIMIT``). ``5.0`` is 5, as a reader with one number type (Lua's cjson) sees
+    it; a fraction, a string, a boolean, null, a negative or a larger number is None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value < COUNT_LIMIT else None
+    if isinstance(value, float) and value.is_integer() and 0 <= value < COUNT_LIMIT:
+        return int(value)
+    return None
+
+
+def _count(value: object, key: str) -> int:
+    number = whole_number(value)
+    if number is None:
+        raise CorruptState(f"{key} {value!r} is not a whole number from 0 to 2**53 - 1")
+    return number
+
+
+def _head_number(digits: bytes) -> int:
+    """The version digits of a value's head (``_HEAD_VERSION``) under ``whole_number``'s
+    rule, 0 when outside it: a leading zero is not JSON, 17 digits are past 2**53."""
+    if len(digits) > 16 or (len(digits) > 1 and digits.startswith(b"0")):
+        return 0
+    number = int(digits)
+    return number if number < COUNT_LIMIT else 0
 
 
 def state_from_dict(data: Mapping[str, Any]) -> SessionState:
@@ -236,14 +326,14 @@ def state_from_dict(data: Mapping[str, Any]) -> SessionState:
         return SessionState(
             focus=_focus_from_dict(data.get("focus")),
             filters={
-                str(k): FilterValue(str(v["value"]), int(v["set_at_turn"]))
+                str(k): FilterValue(str(v["value"]), _count(v["set_at_turn"], "set_at_turn"))
                 for k, v in dict(data.get("filters") or {}).items()
             },
             format=fmt,
             recent_questions=tuple(str(q) for q in data.get("recent_questions") or ()),
-            turn=int(data.get("turn", 0)),
+            turn=_count(data.get("turn", 0), "turn"),
             pending=_pending_from_dict(data.get("pending")),
-            version=int(data.get("version", 0)),
+            version=_count(data.get("version", 0), "version"),
             last_rewrite=None if data.get("last_rewrite") is None else str(data["last_rewrite"]),
             open_turn=open_turn,
             salient=_salient_from_list(data.get("salient") if version >= 2 else None),
@@ -295,7 +385,7 @@ def _decode(raw: bytes | str) -> SessionState:
         raise CorruptState("session state is not a JSON object")
     state = state_from_dict(data)
     head = _HEAD_VERSION.match(raw if isinstance(raw, bytes) else raw.encode())
-    if head is not None and int(head[1]) != state.version:
+    if head is not None and _head_number(head[1]) != state.version:
         # Only a duplicate "version" key can do this; compare-and-set would read the first.
         raise CorruptState("session state has two different versions")
     return state
@@ -305,16 +395,17 @@ def stored_version(raw: bytes | None) -> int:
     """The version compare-and-set compares against: 0 when absent or not a state of ours.
 
     The Redis stores' Lua script implements the same rule: over ``MAX_STATE_BYTES``
-    -> 0; starts with ``STATE_HEAD`` -> the number after it; otherwise the
-    ``version`` of a JSON object whose ``v`` is ours, if it is a non-negative
-    number; else 0.
-    A value that is not ours therefore yields to ``expected_version=0``.
+    -> 0; starts with the head of a readable format -> the number after it; otherwise
+    the ``version`` of a JSON object whose ``v`` is ours; either number only when
+    ``whole_number`` accepts it (as the decoder does), else 0.
+    A value that is not ours, or whose version the decoder refuses, therefore yields
+    to ``expected_version=0``.
     """
     if raw is None or len(raw) > MAX_STATE_BYTES:
         return 0
     head = _HEAD_VERSION.match(raw)
     if head is not None:
-        return int(head[1])
+        return _head_number(head[1])
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -322,10 +413,7 @@ def stored_version(raw: bytes | None) -> int:
     fmt = data.get("v") if isinstance(data, dict) else None
     if not isinstance(data, dict) or isinstance(fmt, bool) or fmt not in READABLE_FORMATS:
         return 0
-    version = data.get("version")
-    if isinstance(version, bool) or not isinstance(version, int | float) or version < 0:
-        return 0
-    return int(version)
+    return whole_number(data.get("version", 0)) or 0
 
 
 def _focus_to_dict(focus: Focus | None) -> dict[str, str] | None:
@@ -363,15 +451,15 @@ def _option_to_dict(option: Option) -> dict[str, Any]:
     return {"type": option.type, "id": option.id, "label": option.label, "attrs": dict(option.attrs)}
 
 
-def _pending_to_dict(pending: PendingClarification | None) -> dict[str, Any] | None:
+def _pending_to_dict(pending: PendingClarification | None, limit: int) -> dict[str, Any] | None:
     if pending is None:
         return None
     return {
-        "question": pending.question,
-        "prompt": pending.prompt,
+        "question": state_text(pending.question, limit),
+        "prompt": state_text(pending.prompt),
         "options": [_option_to_dict(o) for o in pending.options],
         "origin": pending.origin,
-        "mention": pending.mention,
+        "mention": _cut(pending.mention),
     }
 
 

@@ -4,8 +4,19 @@ The prompt, the JSON schema a model answers with (``RESOLUTION_SCHEMA``), valida
 of the answer against the domain, and a fallback resolver (``RuleResolver``) when the
 model fails, refuses or answers garbage. A failed answer is a ``ResolverError`` (the
 adapters' ``complete_json`` raise it for a provider error; validation raises it naming
-the field); the resolver counts it in ``failures``, logs one WARNING on
-``convmem.resolve`` and returns the fallback's resolution. The adapters
+the field), but *any* exception out of ``complete_json`` or the answer (a reply nested
+100,000 deep is a ``RecursionError``) is a failure too, never a failed turn: the
+resolver counts it in ``failures``, logs one WARNING on ``convmem.resolve`` and returns
+the fallback's resolution. Only ``BaseException``s that are not ``Exception``s
+(cancellation, ``KeyboardInterrupt``) go through.
+
+The answer is untrusted input: what is read from it is bounded before the work it
+causes (a JSON text over ``MAX_ANSWER_CHARS`` is refused unparsed; at most
+``MAX_ANSWER_NAMES`` entity names are looked up, and as many mentions kept), so a
+20,000-name answer costs what a 16-name one does; and the rewrite the user's turn sends
+in place of the question is made inert like every text of the block
+(``convmem.render.inert``: one line, no heading, fence, role marker or chat-template
+token, NUL and lone surrogates replaced), at most ``REWRITE_CHARS`` long. The adapters
 (``langchain_convmem.LLMResolver``, ``llamaindex_convmem.LLMResolver``) only supply
 ``complete_json`` around their frameworks' structured-output calls.
 
@@ -18,6 +29,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import reprlib
 from collections.abc import Callable, Mapping
 from datetime import date
 
@@ -33,6 +45,24 @@ from convmem.resolve.rules import RuleResolver, find_mentions
 from convmem.state import FORMATS, SessionState
 
 __all__ = ["RESOLUTION_SCHEMA", "StructuredResolver"]
+
+#: Longest JSON text answer parsed; a longer one is a failed answer, left unparsed.
+MAX_ANSWER_CHARS = 100_000
+#: Entity names read from an answer (the rest is not looked up), and mentions kept.
+MAX_ANSWER_NAMES = 16
+#: Longest entity name looked up: a longer one is a failed answer.
+MAX_NAME_CHARS = 500
+#: Longest rewrite taken from an answer (characters, after it is made inert).
+REWRITE_CHARS = 1000
+#: How much of a failure's message the WARNING shows.
+_LOGGED_CHARS = 300
+#: Values quoted in a ``ResolverError``: bounded in depth and length.
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 2, 60, 60
+
+
+def _shown(value: object) -> str:
+    return _REPR.repr(value)
 
 #: The JSON schema a model must answer with; ``StructuredResolver`` validates against it.
 RESOLUTION_SCHEMA: dict[str, object] = {
@@ -59,13 +89,6 @@ RESOLUTION_SCHEMA: dict[str, object] = {
 }
 
 _log = logging.getLogger("convmem.resolve")
-
-#: What makes an answer unusable, so the fallback answers instead: ``ResolverError``
-#: (raised by validation and by the adapters' ``complete_json``), and the ``ValueError``,
-#: ``TypeError`` and ``KeyError`` a hand-written ``complete_json`` raises (``json.loads``,
-#: a missing key in a provider's reply).
-ANSWER_FAILURES: tuple[type[Exception], ...] = (ResolverError, ValueError, TypeError, KeyError)
-
 
 class StructuredResolver:
     """What an LLM resolver needs, framework-free: the prompt, the schema, validation of the
@@ -124,7 +147,7 @@ class StructuredResolver:
                 raise ResolverError("complete_json returned an awaitable: an async "
                                     "complete_json needs aresolve()")
             return perform(self._validated(answer, question, state, domain))
-        except ANSWER_FAILURES as exc:
+        except Exception as exc:  # any failure: see the module docstring
             self._failed(exc)
         return self.fallback.resolve(question, state, domain, today)
 
@@ -136,14 +159,14 @@ class StructuredResolver:
             if inspect.isawaitable(answer):
                 answer = await answer
             return await aperform(self._validated(answer, question, state, domain))
-        except ANSWER_FAILURES as exc:
+        except Exception as exc:
             self._failed(exc)
         return await self.fallback.aresolve(question, state, domain, today)
 
     def _failed(self, exc: Exception) -> None:
         self.failures += 1
         _log.warning("structured resolver failed (%s: %s); using the fallback resolver",
-                     type(exc).__name__, exc)
+                     type(exc).__name__, _brief(exc))
 
     def _validated(
         self, answer: object, question: str, state: SessionState, domain: Domain
@@ -156,9 +179,12 @@ class StructuredResolver:
             raise ResolverError("'rewritten' must be a non-empty string")
         mentions: list[Mention] = []
         lowered = question.lower()
-        for name in _strings(data.get("entities"), "entities"):
+        for name in _strings(data.get("entities"), "entities", MAX_ANSWER_NAMES):
+            if len(name) > MAX_NAME_CHARS:
+                raise ResolverError(f"an entity name is {len(name)} characters; "
+                                    f"the limit is {MAX_NAME_CHARS}")
             found = yield from find_mentions(domain, name)
-            for m in found:
+            for m in found[: MAX_ANSWER_NAMES - len(mentions)]:
                 start = lowered.find(m.text.lower())
                 # a name the question does not contain (the model's own wording) spans nothing
                 end = start + len(m.text) if start >= 0 else 0
@@ -168,19 +194,22 @@ class StructuredResolver:
         if not isinstance(raw_filters, Mapping):
             raise ResolverError("'filters' must be an object")
         for key, value in raw_filters.items():
-            spec = domain.filters.get(str(key))
+            spec = domain.filters.get(key) if isinstance(key, str) else None
             ok = isinstance(value, str) and (
                 (isinstance(spec, PeriodFilter) and is_period_value(value))
                 or (isinstance(spec, VocabFilter) and spec.accepts(value))
             )
             if not ok:
-                raise ResolverError(f"filter {key}={value!r} is not valid for this domain")
+                shown_key = key[:60] if isinstance(key, str) else _shown(key)
+                raise ResolverError(f"filter {shown_key}={_shown(value)} is not valid for "
+                                    "this domain")
             filters[str(key)] = str(value)
-        clears = frozenset(k for k in _strings(data.get("clear_filters"), "clear_filters")
-                           if k in domain.filters)
+        clears = frozenset(
+            k for k in _strings(data.get("clear_filters"), "clear_filters", len(domain.filters))
+            if k in domain.filters)
         fmt = data.get("format")
         if fmt is not None and fmt not in FORMATS:
-            raise ResolverError(f"format {fmt!r} is not one of {FORMATS}")
+            raise ResolverError(f"format {_shown(fmt)} is not one of {FORMATS}")
         refers_back = data.get("refers_back")
         if not isinstance(refers_back, bool):
             raise ResolverError("'refers_back' must be a boolean")
@@ -191,9 +220,14 @@ class StructuredResolver:
         if salient_id is not None and domain.salient_size:
             referred = next((f for f in state.salient if f.id == salient_id), None)
             if referred is None:
-                raise ResolverError(f"salient {salient_id!r} is not an entity in 'Also in this conversation'")
+                raise ResolverError(f"salient {_shown(salient_id)} is not an entity in "
+                                    "'Also in this conversation'")
         taken = [(m.start, m.end) for m in mentions]
-        text = rewritten.strip()[:1000]
+        # sent to the model in place of the question and kept in the state: inert like
+        # every text the block shows (issue 22, finding 4)
+        text = inert(rewritten, max_tokens=2 * REWRITE_CHARS, max_chars=REWRITE_CHARS)
+        if not text:
+            raise ResolverError("'rewritten' holds nothing once made inert")
         return Resolution(
             question=question,
             rewritten=text,
@@ -210,6 +244,9 @@ class StructuredResolver:
 
 def _as_mapping(answer: object) -> Mapping[str, object]:
     if isinstance(answer, str):
+        if len(answer) > MAX_ANSWER_CHARS:
+            raise ResolverError(f"the answer is {len(answer)} characters; "
+                                f"the limit is {MAX_ANSWER_CHARS}")
         try:
             answer = json.loads(answer)
         except ValueError as exc:  # JSONDecodeError, or a number too long to convert
@@ -221,9 +258,25 @@ def _as_mapping(answer: object) -> Mapping[str, object]:
     return answer
 
 
-def _strings(value: object, name: str) -> list[str]:
+def _strings(value: object, name: str, limit: int) -> list[str]:
+    """The first ``limit`` non-blank strings of the answer's list ``name``; the rest of
+    the list is not read (an answer is untrusted: its size must not set the cost)."""
     if value is None:
         return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list):
         raise ResolverError(f"'{name}' must be a list of strings")
-    return [v for v in value if v.strip()]
+    taken: list[str] = []
+    for v in value:
+        if len(taken) >= limit:
+            break
+        if not isinstance(v, str):
+            raise ResolverError(f"'{name}' must be a list of strings")
+        if v.strip() and v not in taken:
+            taken.append(v)
+    return taken
+
+
+def _brief(exc: BaseException) -> str:
+    """A failure's message as the WARNING shows it: at most ``_LOGGED_CHARS``."""
+    text = str(exc)
+    return text if len(text) <= _LOGGED_CHARS else text[: _LOGGED_CHARS - 1] + "…"

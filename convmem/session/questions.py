@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from convmem.session.records import MAX_QUESTION_CHARS, ModelCall
-from convmem.state import SessionState
+from convmem.state import SessionState, is_stored_cut
 
 if TYPE_CHECKING:
     from convmem.session.recording import _OpenRecord
@@ -116,8 +116,10 @@ def _quoted_forms(record: _OpenRecord, message_ids: tuple[str, ...]) -> set[str]
 
 def _stands_for(q: str, texts: set[str]) -> bool:
     """Whether the state's question ``q`` is one of ``texts``, or the cut-off start of
-    one (a question at ``MAX_QUESTION_CHARS`` may have been longer where it came from)."""
-    return q in texts or (len(q) >= MAX_QUESTION_CHARS and any(t.startswith(q) for t in texts))
+    one: a question at ``MAX_QUESTION_CHARS`` may have been longer where it came from, and
+    a stored state keeps a long one cut (``is_stored_cut``)."""
+    return q in texts or any(
+        t.startswith(q) and (len(q) >= MAX_QUESTION_CHARS or is_stored_cut(q, t)) for t in texts)
 
 
 def _row_text(parts: Any) -> str:

@@ -123,6 +123,7 @@ class SessionStats:
     """Counters of one ``SessionMemory`` (shared by its per-tenant copies)."""
 
     transcript_failures: int = 0  # commit points skipped under on_transcript_error="degrade"
+    resolver_failures: int = 0  # turns the configured resolver raised on (rules answered)
 
 
 def _optional_text(text: str | None, field: str) -> str | None:

@@ -32,13 +32,16 @@ from convmem.policy import (
     start_turn,
 )
 from convmem.render import render
-from convmem.resolve import Resolution, Resolver, carry_focus
-from convmem.session.records import Clarification, TurnContext
-from convmem.state import OpenTurn, Option, PendingClarification, SessionState
+from convmem.resolve import Resolution, Resolver, RuleResolver, carry_focus
+from convmem.session.records import Clarification, SessionStats, TurnContext
+from convmem.state import OpenTurn, Option, PendingClarification, SessionState, is_stored_cut
 from convmem.stores.base import SessionStateStore
 from convmem.tools import ToolResult
 
 log = logging.getLogger("convmem.session")
+_resolve_log = logging.getLogger("convmem.resolve")
+#: What a turn falls back to when the configured resolver raises (spec §3 step 3).
+_RULES = RuleResolver()
 
 MAX_TRIES = 3
 #: How many threads' open-turn states a SessionMemory keeps (oldest dropped first).
@@ -67,10 +70,12 @@ Side = Callable[[SessionState, Any], Alongside | None]
 def _same_message(
     message_id: str | None, question: str, known_id: str | None, known_question: str
 ) -> bool:
-    """The same user message again: by id when either side has one, else by text."""
+    """The same user message again: by id when either side has one, else by text (a
+    long one as the stored state keeps it on either side: ``is_stored_cut``)."""
     if message_id is not None or known_id is not None:
         return message_id == known_id
-    return question == known_question
+    return (question == known_question or is_stored_cut(known_question, question)
+            or is_stored_cut(question, known_question))
 
 
 
@@ -123,6 +128,7 @@ class TurnFlows:
     tenant: str
     store: SessionStateStore
     resolver: Resolver
+    stats: SessionStats
     # (tenant, thread id) -> the state this process last saved while a turn was open:
     # the next step of that turn (the tool loop's begin_turn, record_tool, end_turn)
     # starts from it instead of a GET. Saves still compare-and-set on its version, so
@@ -139,6 +145,18 @@ class TurnFlows:
     def _resolve(self, question: str, state: SessionState, today: date) -> Effect[Resolution]:
         resolver = self.resolver
         return call(resolver.resolve, resolver.aresolve, question, state, self.domain, today)
+
+    def _fallback_resolve(
+        self, question: str, state: SessionState, today: date, exc: Exception
+    ) -> Effect[Resolution]:
+        """The rule resolver's reading, when the configured resolver raised: logged
+        (WARNING on ``convmem.resolve``) and counted in ``stats.resolver_failures``."""
+        self.stats.resolver_failures += 1
+        _resolve_log.warning(
+            "resolver %s failed (%s: %.300s); using the rule resolver",
+            type(self.resolver).__name__, type(exc).__name__, exc,
+        )
+        return call(_RULES.resolve, _RULES.aresolve, question, state, self.domain, today)
 
     def _save_with_retry(
         self,
@@ -241,7 +259,10 @@ class TurnFlows:
                     asked = pending.question
             key = current.version  # resolved again only when a conflict changed the state
             if key not in resolved or resolved[key][0] != asked:
-                resolution = yield from do(self._resolve(asked, base, today))
+                try:
+                    resolution = yield from do(self._resolve(asked, base, today))
+                except Exception as exc:  # a resolver failure never fails the turn
+                    resolution = yield from do(self._fallback_resolve(asked, base, today, exc))
                 resolved[key] = (asked, resolution)
             resolution = resolved[key][1]
             outcome = apply_resolution(base, resolution, self.config, confirmed=chosen,

@@ -20,7 +20,7 @@ import redis.connection
 import redis.exceptions
 
 from convmem.errors import ConfigError
-from convmem.state import MAX_STATE_BYTES, READABLE_FORMATS
+from convmem.state import COUNT_LIMIT, MAX_STATE_BYTES, READABLE_FORMATS
 
 T = TypeVar("T")
 Command = tuple[Any, ...]
@@ -30,23 +30,35 @@ Steps = Generator[Command, Any, T]
 #: The stored version is read as ``convmem.state.stored_version`` does: 0 for a value
 #: over the size limit, the digits after the head ``{"v":<f>,"version":`` for a value we
 #: encoded in any readable format ``<f>`` (``READABLE_FORMATS``, one digit each: no JSON
-#: decoding on the hot path), else the non-negative numeric ``version`` of a JSON object
-#: in a readable format, else 0, so ``expected_version=0`` replaces a value that is not
-#: ours (even one of another Redis type: the GET error is caught). The SET refreshes the TTL.
+#: decoding on the hot path), else the ``version`` of a JSON object in a readable format,
+#: else 0. Either number counts only under the decoder's rule
+#: (``convmem.state.whole_number``: a whole number 0 <= v < 2**53, no leading zero in the
+#: head; ``whole`` below), else it is 0 too: a value the decoder refuses for its version
+#: is "not ours" here as well, so ``expected_version=0`` replaces it (even one of
+#: another Redis type: the GET error is caught). The SET refreshes the TTL.
 #: Replies with one integer: the new version (>= 1) when written, or
 #: ``-1 - stored_version`` (<= -1) on a conflict.
 CAS_SCRIPT = """
+local function whole(n)
+  if type(n) == 'number' and n >= 0 and n < @LIMIT@ and math.floor(n) == n then
+    return n
+  end
+  return 0
+end
 local version = 0
 local ok, cur = pcall(redis.call, 'GET', KEYS[1])
 if ok and cur and string.len(cur) <= @MAX_BYTES@ then
   local head = string.match(cur, '^{"v":[@FORMATS@],"version":(%d+)[,}]')
   if head then
-    version = tonumber(head)
+    if string.len(head) <= 16 and (head == '0' or string.sub(head, 1, 1) ~= '0') then
+      version = whole(tonumber(head))
+    end
   else
     local decoded, data = pcall(cjson.decode, cur)
-    if decoded and type(data) == 'table' and type(data['v']) == 'number' and @READABLE@
-        and type(data['version']) == 'number' and data['version'] >= 0 then
-      version = data['version']
+    if decoded and type(data) == 'table' and type(data['v']) == 'number' and @READABLE@ then
+      if data['version'] ~= nil then
+        version = whole(data['version'])
+      end
     end
   end
 end
@@ -57,7 +69,8 @@ redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return version + 1
 """.replace("@MAX_BYTES@", str(MAX_STATE_BYTES)).replace(
     "@FORMATS@", "".join(str(v) for v in READABLE_FORMATS)).replace(
-    "@READABLE@", "(" + " or ".join(f"data['v'] == {v}" for v in READABLE_FORMATS) + ")")
+    "@READABLE@", "(" + " or ".join(f"data['v'] == {v}" for v in READABLE_FORMATS) + ")").replace(
+    "@LIMIT@", str(COUNT_LIMIT))
 
 #: Delete a corrupt value only if it is still the one we read (its SHA-1 matches).
 DISCARD_SCRIPT = """

@@ -20,8 +20,10 @@ shared identifier rule (``convmem.identity``: a ``ConfigError`` naming the field
 same on every backend), and degradation on corrupt values
 (empty state, one WARNING per incident on ``convmem.stores``, ``stats.degraded``
 counted, ``strict=True`` raising ``StateUnavailable``; a corrupt value is replaced by
-the next save), and that a state serialised in another key order is still read,
-version included.
+the next save), one rule for the stored version in the decoder and in compare-and-set
+(a version outside it is corrupt to both, so the next save lands), that a state with
+the largest legal questions in every text that can hold one still saves, and that a state
+serialised in another key order is still read, version included.
 """
 
 from __future__ import annotations
@@ -38,13 +40,17 @@ import pytest
 
 from convmem.errors import ConfigError, StateUnavailable, VersionConflict
 from convmem.identity import MAX_TENANT_CHARS, MAX_THREAD_ID_CHARS
+from convmem.session.records import MAX_QUESTION_CHARS
 from convmem.state import (
     MAX_STATE_BYTES,
     FilterValue,
     Focus,
+    OpenTurn,
     Option,
     PendingClarification,
     SessionState,
+    encode_state,
+    is_stored_cut,
     state_to_dict,
 )
 from convmem.stores.base import SessionStateStore
@@ -75,6 +81,18 @@ def rich_state(turn: int = 3) -> SessionState:
         last_rewrite="revenue for Alder Works in beta, 2024-Q3",
         salient=(Focus("team", "T-7", "Platform Team", "tool"),),
     )
+
+
+def worst_case_state(q: str) -> SessionState:
+    """``rich_state()`` with every text that can hold a question's words set to ``q`` (the
+    rewrite to two of it): the recent questions, the last rewrite, a pending
+    clarification's question, mention and prompt, the open turn's question, rewrite and
+    resolved question, and all of these again in the open turn's base."""
+    base = rich_state().evolve(
+        recent_questions=(q, q, q), last_rewrite=2 * q,
+        pending=PendingClarification(q, q, rich_state().pending.options, mention=q),  # type: ignore[union-attr]
+    )
+    return base.evolve(open_turn=OpenTurn(q, 2 * q, "m-1", base, False, q))
 
 
 class StoreDriver:
@@ -133,6 +151,25 @@ class StoreDriver:
 def _store_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records
             if r.name == "convmem.stores" and r.levelno == logging.WARNING]
+
+
+#: Stored versions outside the rule (spec §5: a JSON number with a whole value
+#: 0 <= v < 2**53): a fraction, a string, a negative, an exponent beyond the range, a
+#: boolean, null, past 64 bits, the first number a Lua double cannot tell from its
+#: successor, a list.
+BAD_VERSIONS = [b"5.5", b'"5"', b"-3", b"1e300", b"true", b"null", b"18446744073709551616",
+                b"9007199254740992", b"[5]"]
+
+
+def _with_version(literal: bytes, *, head: bool) -> bytes:
+    """``rich_state()`` as stored bytes whose ``version`` is the JSON text ``literal``:
+    at the head where ``encode_state`` puts it, or last (a value in another key order)."""
+    data = state_to_dict(rich_state().evolve(version=777))
+    if not head:
+        data = dict(reversed(data.items()))
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    assert raw.count(b'"version":777') == 1
+    return raw.replace(b'"version":777', b'"version":' + literal)
 
 
 class SessionStateStoreSpec(EveryMode):
@@ -345,6 +382,8 @@ class SessionStateStoreSpec(EveryMode):
             pytest.param(TENANT, " ", "thread_id", id="thread-blank"),
             pytest.param("ac\x00me", "t1", "tenant", id="tenant-nul"),
             pytest.param(TENANT, "t\n1", "thread_id", id="thread-newline"),
+            pytest.param(TENANT, "t\u20281", "thread_id", id="thread-line-separator"),
+            pytest.param("ac\x85me", "t1", "tenant", id="tenant-next-line"),
             pytest.param(TENANT, "t\ud8001", "thread_id", id="thread-lone-surrogate"),
             pytest.param(7, "t1", "tenant", id="tenant-not-str"),
         ],
@@ -408,6 +447,33 @@ class SessionStateStoreSpec(EveryMode):
         assert await api.load(tenant, thread_id) == rich_state().evolve(version=1)
         assert await api.threads(tenant) == {thread_id}
 
+    @pytest.mark.parametrize("char", ["\U0001f600", "\x01", '"'],
+                             ids=["four-byte", "escaped-control", "escaped-quote"])
+    async def test_the_largest_legal_questions_always_fit(
+        self, api: StoreDriver, char: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Spec §5 / issue 22, finding 10: every text of a state that can hold a question
+        at the largest length a question may have (``MAX_QUESTION_CHARS`` of characters
+        that take 4 or 6 bytes of JSON) still saves: the stored copy of each is cut to
+        ``MAX_STATE_TEXT_BYTES`` (the turn's own question ``MAX_TURN_TEXT_BYTES``) at a
+        character boundary, with room to spare."""
+        q = char * MAX_QUESTION_CHARS
+        state = worst_case_state(q)
+        with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+            assert await api.save(TENANT, "t1", state, expected_version=0) == 1
+        assert api.store.stats.degraded == 0 and not _store_warnings(caplog)
+        assert len(encode_state(state.evolve(version=1))) <= MAX_STATE_BYTES * 3 // 4
+        loaded = await api.load(TENANT, "t1")
+        assert loaded is not None and loaded.version == 1 and loaded.open_turn is not None
+        kept = [*loaded.recent_questions, loaded.last_rewrite, loaded.open_turn.question,
+                loaded.open_turn.rewritten, loaded.open_turn.resolved_question,
+                *loaded.open_turn.base.recent_questions]
+        for text in kept:  # a store may hand back the state it wrote, or the stored copy
+            assert text is not None
+            assert text in (q, 2 * q) or is_stored_cut(text, q) or is_stored_cut(text, 2 * q)
+        # the next save over it lands too
+        assert await api.save(TENANT, "t1", loaded, expected_version=1) == 2
+
     # ------------------------------------------------------------------ corrupt values
 
     @pytest.mark.parametrize(
@@ -438,6 +504,61 @@ class SessionStateStoreSpec(EveryMode):
         # The turn goes on from an empty state, and its save replaces the bad value.
         assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
         assert await api.load(TENANT, "t1") == rich_state().evolve(version=1)
+
+    @pytest.mark.parametrize("head", [True, False], ids=["head", "reordered"])
+    # a leading zero is not JSON at all: corrupt to the decoder, discarded by the load
+    @pytest.mark.parametrize("literal", [*BAD_VERSIONS, b"007"], ids=lambda b: b.decode())
+    async def test_a_version_outside_the_rule_is_corrupt(
+        self, api: StoreDriver, literal: bytes, head: bool, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Spec §5: one rule for the stored version (a JSON whole number 0 <= v < 2**53) in
+        the decoder and in compare-and-set. A value outside it loads as corrupt (empty
+        state, one warning), and the turn's save over it lands: before issue 22 (finding
+        6) ``5.5``, ``"5"`` or ``true`` were read as 5 by one and as something else by the
+        other (never saved), ``-3`` raised ``ConfigError`` on every save, ``1e300`` a raw
+        encoding error."""
+        raw = _with_version(literal, head=head)
+        await asyncio.to_thread(self.write_raw, api.store, TENANT, "t1", raw)
+        with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+            assert await api.load(TENANT, "t1") is None
+        assert (api.store.stats.degraded, len(_store_warnings(caplog))) == (1, 1)
+        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+        assert await api.load(TENANT, "t1") == rich_state().evolve(version=1)
+
+    @pytest.mark.parametrize("head", [True, False], ids=["head", "reordered"])
+    @pytest.mark.parametrize("literal", BAD_VERSIONS, ids=lambda b: b.decode())
+    async def test_compare_and_set_reads_a_version_outside_the_rule_as_no_value(
+        self, api: StoreDriver, literal: bytes, head: bool
+    ) -> None:
+        """The compare-and-set (Lua on Redis) reads such a value as the decoder does: not
+        a state of ours, version 0, so a save expecting 0 replaces it even unread."""
+        raw = _with_version(literal, head=head)
+        await asyncio.to_thread(self.write_raw, api.store, TENANT, "t1", raw)
+        with pytest.raises(VersionConflict) as info:
+            await api.save(TENANT, "t1", rich_state(), expected_version=5)
+        assert info.value.actual == 0
+        assert await api.save(TENANT, "t1", rich_state(), expected_version=0) == 1
+        assert await api.load(TENANT, "t1") == rich_state().evolve(version=1)
+        assert api.store.stats.degraded == 0
+
+    @pytest.mark.parametrize("head", [True, False], ids=["head", "reordered"])
+    @pytest.mark.parametrize("literal", [b"0", b"5.0", b"9007199254740991"],
+                             ids=["zero", "five-point-zero", "largest"])
+    async def test_a_version_inside_the_rule_is_read_alike(
+        self, api: StoreDriver, literal: bytes, head: bool
+    ) -> None:
+        """The edges of the rule: decoder and compare-and-set agree on the number."""
+        raw = _with_version(literal, head=head)
+        await asyncio.to_thread(self.write_raw, api.store, TENANT, "t1", raw)
+        loaded = await api.load(TENANT, "t1")
+        number = int(float(literal))
+        assert loaded is not None and loaded.version == number
+        if number:
+            with pytest.raises(VersionConflict) as info:
+                await api.save(TENANT, "t1", rich_state(), expected_version=number - 1)
+            assert info.value.actual == number
+        assert await api.save(TENANT, "t1", rich_state(), expected_version=number) == number + 1
+        assert api.store.stats.degraded == 0
 
     async def test_value_in_another_key_order_is_still_ours(self, api: StoreDriver) -> None:
         """Any serialisation of a state object loads, and compare-and-set reads its version."""
@@ -476,7 +597,8 @@ class SessionStateStoreSpec(EveryMode):
         self, api: StoreDriver, caplog: pytest.LogCaptureFixture
     ) -> None:
         await api.save(TENANT, "t1", rich_state(1), expected_version=0)
-        huge = rich_state(2).evolve(recent_questions=("x" * MAX_STATE_BYTES,))
+        # (a label: question-derived texts are cut to fit: test_the_largest_legal_questions_...)
+        huge = rich_state(2).evolve(focus=Focus("project", "C-1", "x" * MAX_STATE_BYTES))
         with caplog.at_level(logging.WARNING, logger="convmem.stores"):
             assert await api.save(TENANT, "t1", huge, expected_version=1) == 2
         assert (api.store.stats.degraded, len(_store_warnings(caplog))) == (1, 1)

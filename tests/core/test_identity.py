@@ -64,3 +64,25 @@ def test_clean_text_always_encodes(text: str) -> None:
     cleaned.encode("utf-8")
     assert "\x00" not in cleaned
     assert len(cleaned) == len(text)
+
+
+#: Every character ``str.splitlines`` breaks a line at (LF, CR, VT, FF, U+001C-U+001E,
+#: NEL, U+2028, U+2029), found by asking it, so a separator Python adds is caught too.
+LINE_BREAKS = [chr(c) for c in range(0x110000)
+               if not 0xD800 <= c <= 0xDFFF and len(f"a{chr(c)}b".splitlines()) > 1]
+
+
+def test_the_line_breaks_are_the_known_ones() -> None:
+    assert {f"U+{ord(c):04X}" for c in LINE_BREAKS} >= {"U+2028", "U+2029", "U+0085", "U+000B"}
+
+
+@pytest.mark.parametrize("ch", LINE_BREAKS, ids=lambda c: f"U+{ord(c):04X}")
+def test_every_line_break_is_refused_by_name(ch: str) -> None:
+    """Issue 22, finding 9: U+2028 / U+2029 passed the rule that refused a newline."""
+    for check, field in ((check_tenant, "tenant"), (check_thread_id, "thread_id")):
+        with pytest.raises(ConfigError, match=field) as info:
+            check(f"acme{ch}eu")
+        message = str(info.value)
+        assert f"U+{ord(ch):04X} " in message and "at position 4" in message
+    if ch in "\u2028\u2029":
+        assert ("LINE SEPARATOR" if ch == "\u2028" else "PARAGRAPH SEPARATOR") in message

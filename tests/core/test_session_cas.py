@@ -107,3 +107,26 @@ def test_a_turn_that_keeps_conflicting_goes_on_unsaved_after_three_tries(
     gave_up = [r for r in caplog.records if "gave up" in r.getMessage()]
     assert len(gave_up) == 1 and gave_up[0].levelno == logging.WARNING
     assert "begin_turn th" in gave_up[0].getMessage()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("literal", [b"-3", b"1e300", b"5.5", b'"5"', b"true"])
+def test_a_stored_version_outside_the_rule_costs_one_turn_nothing(
+    crm: Domain, mode: str, literal: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 22, finding 6, through the façade: a turn over a stored state whose version
+    the decoder refuses starts from an empty state (one WARNING) and its save lands.
+    Before, ``-3`` raised ``ConfigError`` on every turn, ``1e300`` a raw encoding
+    error, and the others were never saved (compare-and-set read another number)."""
+    store = InMemorySessionStateStore()
+    memory = SessionMemory(crm, store=store)
+    memory.begin_turn("th", "Pull up Brightwater Farms.", today=TODAY)
+    raw = store.raw("default", "th")
+    assert raw is not None and raw.startswith(b'{"v":2,"version":1,')
+    store.put_raw("default", "th", raw.replace(b'"version":1,', b'"version":' + literal + b",", 1))
+    with caplog.at_level(logging.WARNING, logger="convmem.stores"):
+        started = run(memory.state_only(), mode, "How is Brightwater Farms doing?")
+    assert [r.levelno for r in caplog.records if r.name == "convmem.stores"] == [logging.WARNING]
+    state = memory.get_state("th")
+    assert state is not None and state.version == 1 and state.turn == 1
+    assert state == started.state

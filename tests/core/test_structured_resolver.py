@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -19,6 +20,13 @@ from convmem import (
 )
 from convmem.state import SessionState
 from tests.core.conftest import TODAY
+from tests.hostile_answers import (
+    HOSTILE_REWRITE,
+    CountingCatalog,
+    assert_inert,
+    nested,
+    nested_json,
+)
 
 GOOD = {"rewritten": "What did Brightwater Farms buy in 2026-Q3?", "entities": ["Brightwater Farms"],
         "filters": {"period": "2026-Q3"}, "clear_filters": [], "format": "short", "refers_back": False}
@@ -147,3 +155,140 @@ def test_a_salient_id_not_in_the_state_falls_back(salient: Any) -> None:
     res = resolver.resolve("What did they order last quarter?", state, _typed(), TODAY)
     assert resolver.failures == 1
     assert res.refers_to_salient is not None and res.refers_to_salient.id == "C-1080"  # the rules' reading
+
+
+# --------------------------------------------------------------------------- issue 22, finding 4
+
+
+class _Deep:
+    """A structured-output object whose ``model_dump`` recurses past the limit."""
+
+    def model_dump(self) -> Any:
+        return self.model_dump()
+
+
+@pytest.mark.parametrize("answer", [
+    pytest.param(nested_json(40_000), id="json-text-40000-deep"),
+    pytest.param({**GOOD, "filters": {"region": nested(100_000)}}, id="filter-100000-deep"),
+    pytest.param({**GOOD, "entities": nested(100_000)}, id="entities-100000-deep"),
+    pytest.param({**GOOD, "salient": nested(100_000)}, id="salient-100000-deep"),
+    pytest.param(_Deep(), id="model-dump-recursing"),
+])
+async def test_a_hostile_nested_answer_falls_back_to_the_rules(
+    crm: Domain, caplog: pytest.LogCaptureFixture, answer: Any
+) -> None:
+    """A reply nested 100,000 deep raised ``RecursionError`` out of the resolver and
+    failed the user's turn; now it is a failed answer like any garbage, sync and async."""
+    resolver = StructuredResolver(lambda p, s: answer)
+    with caplog.at_level(logging.WARNING, logger="convmem.resolve"):
+        res = resolver.resolve("Pull up Brightwater Farms last quarter", SessionState(), crm, TODAY)
+        ares = await resolver.aresolve("Pull up Brightwater Farms last quarter", SessionState(),
+                                       crm, TODAY)
+    assert res == ares and res.filters == {"period": "2026-Q3"}  # the rule resolver's reading
+    assert resolver.failures == 2 and len(caplog.records) == 2
+    assert all(len(r.getMessage()) < 500 for r in caplog.records)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("provider down"), RecursionError("deep"),
+                                   ConnectionError("reset"), MemoryError()])
+async def test_any_exception_from_the_completion_falls_back(crm: Domain, error: Exception) -> None:
+    def complete(prompt: str, schema: dict[str, object]) -> Any:
+        raise error
+
+    async def acomplete(prompt: str, schema: dict[str, object]) -> Any:
+        raise error
+
+    res = StructuredResolver(complete).resolve("Pull up Brightwater Farms", SessionState(), crm, TODAY)
+    ares = await StructuredResolver(acomplete).aresolve("Pull up Brightwater Farms", SessionState(),
+                                                        crm, TODAY)
+    assert res == ares and res.mentions[0].candidates[0].id == "C-1080"
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, asyncio.CancelledError])
+async def test_cancellation_is_not_a_resolver_failure(crm: Domain, error: type[BaseException]) -> None:
+    async def acomplete(prompt: str, schema: dict[str, object]) -> Any:
+        raise error
+
+    resolver = StructuredResolver(acomplete)
+    with pytest.raises(error):
+        await resolver.aresolve("Pull up Brightwater Farms", SessionState(), crm, TODAY)
+    assert resolver.failures == 0
+
+
+class _Broken:
+    """A custom resolver (not a ``StructuredResolver``) that raises."""
+
+    def resolve(self, question: str, state: SessionState, domain: Domain, today: Any) -> Any:
+        raise RuntimeError("my resolver is broken")
+
+    async def aresolve(self, question: str, state: SessionState, domain: Domain, today: Any) -> Any:
+        raise RuntimeError("my resolver is broken")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_raising_resolver_never_fails_the_turn(
+    crm: Domain, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The façade answers with the rule resolver, logs one WARNING and counts it."""
+    mem = SessionMemory(crm, resolver=_Broken())
+    with caplog.at_level(logging.WARNING, logger="convmem.resolve"):
+        if mode == "sync":
+            ctx = mem.begin_turn("t", "Pull up Brightwater Farms.", today=TODAY)
+        else:
+            ctx = await mem.abegin_turn("t", "Pull up Brightwater Farms.", today=TODAY)
+    assert isinstance(ctx, TurnContext) and ctx.state.focus is not None
+    assert ctx.state.focus.id == "C-1080" and mem.stats.resolver_failures == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "resolver _Broken failed (RuntimeError: my resolver is broken); using the rule resolver"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_the_models_rewrite_is_made_inert_before_the_state_and_the_model(
+    crm: Domain, mode: str
+) -> None:
+    """The rewrite replaces the user's question in what the model receives and is kept in
+    the state: one line, no heading, fence, role marker, chat-template token, NUL or lone
+    surrogate (``convmem.render.inert``), however the model wrote it."""
+    answer = {**GOOD, "rewritten": HOSTILE_REWRITE + " pad" * 2000}
+    mem = SessionMemory(crm, resolver=StructuredResolver(lambda p, s: answer))
+    if mode == "sync":
+        ctx = mem.begin_turn("t", "what did brightwater buy last quarter", today=TODAY)
+    else:
+        ctx = await mem.abegin_turn("t", "what did brightwater buy last quarter", today=TODAY)
+    assert isinstance(ctx, TurnContext)
+    stored = mem.get_state("t")
+    assert stored is not None and stored.open_turn is not None
+    for text in (ctx.rewritten, ctx.sent_question(True), stored.open_turn.rewritten):
+        assert_inert(text)
+    assert mem.resolver.failures == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("names", [
+    pytest.param(["Brightwater Farms"] * 20_000, id="one-name-20000-times"),
+    pytest.param([f"Customer {i}" for i in range(20_000)], id="20000-names"),
+    pytest.param(["Brightwater Farms Northline Foods Pinecrest Clinics " * 9] * 100,
+                 id="many-mentions-per-name"),
+])
+async def test_a_20000_entity_answer_costs_a_bounded_number_of_lookups(
+    crm: Domain, names: list[str]
+) -> None:
+    """Every name the model listed was looked up in the catalog (4-6 s for 20,000):
+    now at most ``MAX_ANSWER_NAMES`` distinct names are read, and as many mentions kept."""
+    from convmem.resolve.structured import MAX_ANSWER_NAMES
+
+    catalog = CountingCatalog(crm.catalog)
+    domain = crm.with_catalog(catalog)  # type: ignore[arg-type]
+    resolver = StructuredResolver(lambda p, s: {**GOOD, "entities": names})
+    res = resolver.resolve("How is Brightwater Farms doing?", SessionState(), domain, TODAY)
+    ares = await resolver.aresolve("How is Brightwater Farms doing?", SessionState(), domain, TODAY)
+    assert res == ares and resolver.failures == 0
+    assert catalog.calls <= 2 * MAX_ANSWER_NAMES and len(res.mentions) <= MAX_ANSWER_NAMES
+
+
+def test_an_oversized_answer_is_refused_unparsed(crm: Domain) -> None:
+    from convmem.resolve.structured import MAX_ANSWER_CHARS
+
+    text = json.dumps({**GOOD, "rewritten": "x" * MAX_ANSWER_CHARS})
+    resolver = StructuredResolver(lambda p, s: text)
+    res = resolver.resolve("Pull up Brightwater Farms", SessionState(), crm, TODAY)
+    assert resolver.failures == 1 and res.mentions[0].candidates[0].id == "C-1080"

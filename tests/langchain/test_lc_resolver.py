@@ -22,6 +22,13 @@ from convmem.resolve import RESOLUTION_SCHEMA, RuleResolver
 from convmem.session import SessionMemory, TurnContext
 from convmem.state import SessionState
 from langchain_convmem import LLMResolver
+from tests.hostile_answers import (
+    HOSTILE_REWRITE,
+    CountingCatalog,
+    assert_inert,
+    nested,
+    nested_json,
+)
 
 TODAY = date(2026, 11, 30)
 QUESTION = "Show me Brightwater Farms's overdue orders in a table."
@@ -107,3 +114,42 @@ def test_salient_travels_through_with_structured_output() -> None:
     res = resolver.resolve("What did they order last quarter?", state, typed, TODAY)
     assert resolver.failures == 0 and res.refers_to_salient == bf
     assert "Also in this conversation: customer 'Brightwater Farms'" in model.received[0][-1].text
+
+
+# --------------------------------------------------------------------------- issue 22, finding 4
+
+
+def _raw_tool_call(arguments: str) -> AIMessage:
+    """A tool call whose arguments are still JSON text (LangChain parses them on invoke)."""
+    return AIMessage(content="", additional_kwargs={"tool_calls": [{
+        "function": {"name": "Resolution", "arguments": arguments}, "id": "r1",
+        "type": "function"}]})
+
+
+@pytest.mark.parametrize("reply", [
+    pytest.param(lambda: _raw_tool_call(nested_json(100_000)), id="arguments-100000-deep"),
+    pytest.param(lambda: _answer(rewritten=QUESTION, entities=[], filters={"status": nested(100_000)},
+                                 clear_filters=[], format=None, refers_back=False),
+                 id="filter-value-100000-deep"),
+])
+async def test_a_hostile_nested_reply_falls_back_to_the_rules(crm: Domain, reply: Any) -> None:
+    resolver = LLMResolver(ScriptedChatModel(responses=[reply(), reply()]))
+    rules = RuleResolver().resolve(QUESTION, SessionState(), crm, TODAY)
+    assert resolver.resolve(QUESTION, SessionState(), crm, TODAY) == rules
+    assert await resolver.aresolve(QUESTION, SessionState(), crm, TODAY) == rules
+    assert resolver.failures == 2
+
+
+async def test_the_models_rewrite_is_inert_and_its_names_bounded(crm: Domain) -> None:
+    from convmem.resolve.structured import MAX_ANSWER_NAMES
+
+    reply = _answer(rewritten=HOSTILE_REWRITE, entities=["Brightwater Farms", "Northline"] * 10_000,
+                    filters={}, clear_filters=[], format=None, refers_back=False)
+    catalog = CountingCatalog(crm.catalog)
+    domain = crm.with_catalog(catalog)  # type: ignore[arg-type]
+    resolver = LLMResolver(ScriptedChatModel(responses=[reply, reply]))
+    res = resolver.resolve(QUESTION, SessionState(), domain, TODAY)
+    assert res == await resolver.aresolve(QUESTION, SessionState(), domain, TODAY)
+    assert resolver.failures == 0 and catalog.calls == 4  # two distinct names, twice
+    assert_inert(res.rewritten)
+    assert len(res.mentions) <= MAX_ANSWER_NAMES

@@ -18,7 +18,9 @@ from llama_index.core.llms.custom import CustomLLM
 
 from convmem.domain import Domain
 from convmem.session import SessionMemory, TurnContext
+from convmem.state import SessionState
 from llamaindex_convmem import LLMResolver
+from tests.hostile_answers import HOSTILE_REWRITE, CountingCatalog, assert_inert, nested_json
 from tests.llamaindex.conftest import TODAY
 
 
@@ -140,3 +142,34 @@ def test_salient_travels_through_structured_predict() -> None:
     assert resolver.resolve("What did they order last quarter?", state, typed, TODAY).refers_to_salient == bf
     assert resolver.resolve("What did they order?", state, typed, TODAY).refers_to_salient is None
     assert resolver.failures == 0
+
+
+# --------------------------------------------------------------------------- issue 22, finding 4
+
+
+async def test_a_hostile_nested_reply_falls_back_to_the_rules(crm: Domain) -> None:
+    from convmem.resolve import RuleResolver
+
+    question = "Show open orders in EMEA."
+    resolver = LLMResolver(ScriptedLLM(replies=[nested_json(100_000)] * 2))
+    rules = RuleResolver().resolve(question, SessionState(), crm, TODAY)
+    assert resolver.resolve(question, SessionState(), crm, TODAY) == rules
+    assert await resolver.aresolve(question, SessionState(), crm, TODAY) == rules
+    assert resolver.failures == 2
+
+
+async def test_the_models_rewrite_is_inert_and_its_names_bounded(crm: Domain) -> None:
+    from convmem.resolve.structured import MAX_ANSWER_NAMES
+
+    # (pydantic's JSON parser refuses a lone surrogate's escape: that reply would fall back)
+    hostile = HOSTILE_REWRITE.replace("\ud800", "")
+    reply = json.loads(_reply(hostile, ["Brightwater Farms", "Northline"] * 10_000, False))
+    catalog = CountingCatalog(crm.catalog)
+    domain = crm.with_catalog(catalog)  # type: ignore[arg-type]
+    resolver = LLMResolver(ScriptedLLM(replies=[json.dumps(reply)] * 2))
+    question = "What did Brightwater Farms buy?"
+    res = resolver.resolve(question, SessionState(), domain, TODAY)
+    assert res == await resolver.aresolve(question, SessionState(), domain, TODAY)
+    assert resolver.failures == 0 and catalog.calls == 4  # two distinct names, twice
+    assert_inert(res.rewritten)
+    assert len(res.mentions) <= MAX_ANSWER_NAMES
