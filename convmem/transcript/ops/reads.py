@@ -180,10 +180,13 @@ def search(
             rank.label("rank"),
         )
         .select_from(tenant_join(s, m, m.c.id == s.c.message_id))
-        .where(cond, s.c.tenant == tenant, m.c.tenant == tenant, m.c.redacted_at.is_(None))
+        .where(cond, m.c.tenant == tenant, m.c.redacted_at.is_(None))
     )
+    # Tenant and thread are matched on the message row only (the join carries them to the
+    # search row): on the search table itself PostgreSQL's planner would rather scan the
+    # thread's rows by those indexes and compute every tsvector than use the GIN index.
     if thread_id is not None:
-        hits = hits.where(s.c.thread_id == thread_id, m.c.thread_id == thread_id)
+        hits = hits.where(m.c.thread_id == thread_id)
     if roles is not None:
         hits = hits.where(m.c.role.in_(list(roles)))
     if active_path:
