@@ -16,6 +16,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from convmem.errors import ConfigError
 from convmem.identity import clean_text
 from convmem.state import Focus, SessionState
 from convmem.tokens import count_tokens, truncate_tokens
@@ -155,16 +156,33 @@ def _fit(lines: list[str], budget: int) -> list[str]:
     return lines
 
 
-def render(state: SessionState, *, questions: tuple[str, ...] | None = None) -> str:
+def render(
+    state: SessionState,
+    *,
+    questions: tuple[str, ...] | None = None,
+    recall_tool: str | None = None,
+) -> str:
     """The fenced session block (the seed's ``renderState``); ``""`` for an empty state.
 
     ``questions`` stands in for ``state.recent_questions`` (an open turn shows the
-    earlier ones). The block depends on a few fields only, and an agent's turn renders
-    the same state on every step of its tool loop: the last blocks are kept by those
-    fields (tokenizing them is most of the cost)."""
+    earlier ones). ``recall_tool``: the model is offered that tool to look up earlier
+    answers (``convmem.session.recall``), and a last line says so (``recall_line``),
+    within the same budget. The block depends on a few fields only, and an agent's turn
+    renders the same state on every step of its tool loop: the last blocks are kept by
+    those fields (tokenizing them is most of the cost)."""
     asked = state.recent_questions if questions is None else questions
     filters = tuple((k, v.value) for k, v in sorted(state.filters.items()))
-    return _render((state.focus, state.salient, filters, state.format, asked[-3:]))
+    return _render((state.focus, state.salient, filters, state.format, asked[-3:]), recall_tool)
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+
+
+def recall_line(tool: str) -> str:
+    """The block's line naming the recall tool (the answers themselves are never in it)."""
+    if not isinstance(tool, str) or not _TOOL_NAME.fullmatch(tool):
+        raise ConfigError(f"recall tool name must be a tool identifier, got {tool!r}")
+    return f"Earlier answers are not shown here; call {tool} to look up what was said."
 
 
 @lru_cache(maxsize=64)
@@ -176,15 +194,16 @@ def _inert_question(question: str) -> str:
 
 
 @lru_cache(maxsize=128)
-def _render(key: _Key) -> str:
+def _render(key: _Key, recall_tool: str | None = None) -> str:
     lines = _slots(key)
+    tail = [recall_line(recall_tool)] if recall_tool is not None else []
     questions = [_inert_question(q) for q in key[4]]
     while questions:
-        candidate = [*lines, "Earlier in this session: " + "; ".join(f'"{q}"' for q in questions)]
-        if _fits(candidate, BLOCK_BUDGET):
-            lines = candidate
+        asked = "Earlier in this session: " + "; ".join(f'"{q}"' for q in questions)
+        if _fits([*lines, asked, *tail], BLOCK_BUDGET):
+            lines = [*lines, asked]
             break
         questions.pop(0)  # the oldest question goes first
     if not lines:
         return ""
-    return "\n".join([HEADER, *lines])
+    return "\n".join([HEADER, *lines, *tail])

@@ -1,6 +1,7 @@
 """LangChain adapters for convmem: the agent middleware (the main surface), a Runnable
 wrapper for chains that used ``RunnableWithMessageHistory``, and a chat-message history
-backed by the durable transcript; ``tool_result`` reads a ``ToolMessage`` under the
+backed by the durable transcript; ``recall_tool`` lets the model look up what was said
+earlier (the middleware offers it with ``recall=True``); ``tool_result`` reads a ``ToolMessage`` under the
 tool-result contract, and ``langchain_convmem.testing`` has a scripted chat model.
 
 Each name is imported on first use (PEP 562): the middleware does not load the SQL
@@ -17,6 +18,7 @@ from convmem._lazy import lazy_names
 if TYPE_CHECKING:
     from langchain_convmem.history import ConvMemChatMessageHistory
     from langchain_convmem.middleware import SessionMemoryMiddleware
+    from langchain_convmem.recall import recall_tool
     from langchain_convmem.resolver import LLMResolver
     from langchain_convmem.runnable import RunnableWithSessionMemory
     from langchain_convmem.tool_results import tool_result
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 _HOMES = {
     ".history": ("ConvMemChatMessageHistory",),
     ".middleware": ("SessionMemoryMiddleware",),
+    ".recall": ("recall_tool",),
     ".resolver": ("LLMResolver",),
     ".runnable": ("RunnableWithSessionMemory",),
     ".tool_results": ("tool_result",),
@@ -35,6 +38,7 @@ __all__ = [
     "LLMResolver",
     "RunnableWithSessionMemory",
     "SessionMemoryMiddleware",
+    "recall_tool",
     "tool_result",
 ]
 

@@ -71,6 +71,7 @@ from langchain_convmem._common import (
     with_block,
     with_text,
 )
+from langchain_convmem.recall import recall_tool
 from langchain_convmem.tool_results import command_results
 
 _ModelResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
@@ -92,10 +93,18 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ``checkpoint="full"`` (the default) leaves the checkpointed ``messages`` whole;
     ``checkpoint="bounded"`` keeps only the last recorded turn in them (the record holds
     the rest), so a checkpointer's per-turn writes stay flat.
+
+    ``recall=True`` offers the model ``recall_conversation`` (``recall_tool``: earlier
+    answers looked up in the record, which the memory then needs) and its block says so.
     """
 
     def __init__(
-        self, memory: SessionMemory, *, rewrite: bool = True, checkpoint: str = "full"
+        self,
+        memory: SessionMemory,
+        *,
+        rewrite: bool = True,
+        checkpoint: str = "full",
+        recall: bool = False,
     ) -> None:
         super().__init__()
         if checkpoint not in CHECKPOINT_MODES:
@@ -103,10 +112,12 @@ class SessionMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 f"SessionMemoryMiddleware(checkpoint={checkpoint!r}): expected one of "
                 + ", ".join(repr(m) for m in CHECKPOINT_MODES)
             )
-        self._memories = TenantMemories(memory)
+        self._memories = TenantMemories(memory.offering_recall() if recall else memory)
         self.rewrite = rewrite
         self.checkpoint = checkpoint
-        self.tools = []
+        # recall=True: the model is offered recall_conversation (langchain_convmem.recall)
+        # and the block says so; its calls are recorded through wrap_tool_call as any tool's.
+        self.tools = [recall_tool(memory)] if recall else []
 
     @property
     def memory(self) -> SessionMemory:

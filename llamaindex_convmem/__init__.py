@@ -1,7 +1,8 @@
 """LlamaIndex adapters for convmem: memory, memory block, engine wrapper, tools, resolver,
 and the two chat stores over the durable record (``view="record"``: the history, replayed;
 ``view="session"``: the session block and the current turn, so that changing only the
-chat store stops the replay), and ``tool_result`` (a ``ToolOutput`` read under the
+chat store stops the replay), ``recall_tool`` (the model looks up what was said earlier)
+and ``tool_result`` (a ``ToolOutput`` read under the
 tool-result contract).
 
 Each name is imported on first use (PEP 562): the memory, block, engine and tools do
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from llamaindex_convmem.chat_store import ConvMemChatStore, ConvMemDBChatStore
     from llamaindex_convmem.engine import ConvMemChatEngine
     from llamaindex_convmem.memory import ConvMemMemory
+    from llamaindex_convmem.recall import recall_tool
     from llamaindex_convmem.resolver import LLMResolver
     from llamaindex_convmem.tool_results import tool_result
     from llamaindex_convmem.tools import ConvMemTool, wrap_tools
@@ -30,6 +32,7 @@ _HOMES = {
     ".chat_store": ("ConvMemChatStore", "ConvMemDBChatStore"),
     ".engine": ("ConvMemChatEngine",),
     ".memory": ("ConvMemMemory",),
+    ".recall": ("recall_tool",),
     ".resolver": ("LLMResolver",),
     ".tool_results": ("tool_result",),
     ".tools": ("ConvMemTool", "wrap_tools"),
@@ -44,6 +47,7 @@ __all__ = [
     "ConvMemTool",
     "LLMResolver",
     "SessionStateBlock",
+    "recall_tool",
     "tool_result",
     "wrap_tools",
 ]

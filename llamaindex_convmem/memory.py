@@ -31,7 +31,9 @@ an engine or agent sends the model next — is recorded before the model call
 prompt; ``ConvMemChatEngine`` fills it from the inner engine), the block or
 clarification instruction this memory returns, the question as sent, the tool schemas
 ``wrap_tools`` registered and the model's name. The answer ``put`` closes the turn and
-``end_turn`` records it with the tool calls (commit point 2). Context a retrieving
+``end_turn`` records it with the tool calls (commit point 2). ``recall=True`` names the
+``recall_conversation`` tool in the block and ``recall_tool()`` makes it (pass it
+through ``wrap_tools`` with the agent's other tools to record its calls). Context a retrieving
 engine adds to its own system message is not seen by the memory and not recorded.
 """
 
@@ -41,7 +43,7 @@ import threading
 import uuid
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.bridge.pydantic import PrivateAttr
@@ -50,6 +52,9 @@ from llama_index.core.memory.types import BaseMemory
 from convmem.errors import ConfigError
 from convmem.session import Clarification, ModelCall, SessionMemory, TurnContext
 from llamaindex_convmem._component import traced, unpicklable
+
+if TYPE_CHECKING:
+    from llama_index.core.tools import FunctionTool
 
 #: Sent instead of the block when the turn must ask the user to choose.
 CLARIFY_INSTRUCTION = "Reply to the user with exactly this question and nothing else:\n"
@@ -127,6 +132,7 @@ class ConvMemMemory(BaseMemory):
         thread_id: str,
         rewrite: bool = True,
         system_prompt: str | None = None,
+        recall: bool = False,
     ) -> None:
         if not isinstance(memory, SessionMemory):
             raise ConfigError(
@@ -140,7 +146,8 @@ class ConvMemMemory(BaseMemory):
         super().__init__(  # type: ignore[call-arg]
             thread_id=thread_id, rewrite=rewrite, system_prompt=system_prompt
         )
-        self._facade = memory
+        # recall=True: the block names recall_conversation (give the agent recall_tool())
+        self._facade = memory.offering_recall() if recall else memory
         _LIVE[self._live_ref] = self
 
     @classmethod
@@ -194,6 +201,14 @@ class ConvMemMemory(BaseMemory):
     def session_memory(self) -> SessionMemory:
         """The façade this memory reports to (``wrap_tools`` reuses it)."""
         return self._facade
+
+    def recall_tool(self) -> FunctionTool:
+        """The ``recall_conversation`` tool for this thread (``llamaindex_convmem.recall``):
+        give it to the agent beside its tools; build the memory with ``recall=True`` so
+        the block tells the model it is there."""
+        from llamaindex_convmem.recall import recall_tool
+
+        return recall_tool(self._facade, thread_id=self.thread_id)
 
     def describe_model(
         self,

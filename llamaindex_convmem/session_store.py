@@ -162,7 +162,7 @@ class SessionOps:
         turn = self._turns.get(key)
         if turn is None:
             state = yield from do(call(self.state.get_state, self.state.aget_state, key))
-            block = block_for(state) if state is not None else ""
+            block = block_for(state, self.state.recall_tool) if state is not None else ""
             if serve:
                 if len(self._idle) >= _CACHE_LIMIT:
                     self._idle.clear()

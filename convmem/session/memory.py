@@ -19,8 +19,9 @@ from convmem.effects import Flow, aperform, perform
 from convmem.errors import ConfigError
 from convmem.identity import check_tenant, check_thread_id, clean_text
 from convmem.policy import PolicyConfig
+from convmem.render import recall_line
 from convmem.resolve import Resolver, RuleResolver
-from convmem.session.recall import RecallHit, check_recall
+from convmem.session.recall import RECALL_TOOL, RecallHit, check_recall
 from convmem.session.recording import ModelCallFor, RecordFlows, _OpenRecord
 from convmem.session.records import (
     Clarification,
@@ -107,6 +108,7 @@ class SessionMemory(RecordFlows):
         self.clock = clock
         self.tenant = tenant  # checked by the property (convmem.identity)
         self.stats = SessionStats()
+        self.recall_tool: str | None = None  # see ``offering_recall``
         from convmem.transcript.thread_ids import ThreadIds  # no SQL: ids and one rule
 
         # (tenant, thread id) -> transcript thread id / the turn between its commit points.
@@ -262,7 +264,7 @@ class SessionMemory(RecordFlows):
     def block(self, thread_id: str) -> str:
         """The rendered block for the thread's current state (``""`` when empty)."""
         state = self.get_state(thread_id)
-        return "" if state is None else block_for(state)
+        return "" if state is None else block_for(state, self.recall_tool)
 
     def state_only(self) -> SessionMemory:
         """This memory without its transcript: the same state store, tenant, domain and
@@ -271,6 +273,20 @@ class SessionMemory(RecordFlows):
         view = copy.copy(self)
         view.transcript = None
         view._tenants = {view.tenant: view}  # its tenant views record nothing either
+        return view
+
+    def offering_recall(self, tool: str | None = RECALL_TOOL) -> SessionMemory:
+        """This memory for an agent that offers the model the recall tool ``tool``
+        (``recall``): every block then says, in one line, that earlier answers can be
+        looked up with it. The same store, transcript, turns in progress and tenant
+        views' state; ``None`` gives the view without the line."""
+        if tool is not None:
+            recall_line(tool)  # a tool identifier, else ConfigError
+        if tool == self.recall_tool:
+            return self
+        view = copy.copy(self)
+        view.recall_tool = tool
+        view._tenants = {view.tenant: view}  # its tenant views offer the tool too
         return view
 
     def transcript_thread_id(self, thread_id: str) -> str:
@@ -392,7 +408,7 @@ class SessionMemory(RecordFlows):
     async def ablock(self, thread_id: str) -> str:
         """The async twin of ``block``: the state store awaited."""
         state = await self.aget_state(thread_id)
-        return "" if state is None else block_for(state)
+        return "" if state is None else block_for(state, self.recall_tool)
 
     async def atranscript_thread_id(self, thread_id: str) -> str:
         """The async twin of ``transcript_thread_id``: the record awaited."""

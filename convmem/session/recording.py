@@ -360,13 +360,14 @@ class RecordFlows(TurnFlows):
         same_edit = edit is None or found is None or found.edit == edit
         if found is not None and same_edit and found.same_turn(ot.message_id, ot.question):
             if found.record is None:  # not sent yet: keep the latest view of the turn
-                found.state, found.block = state, block_for(state)
+                found.state, found.block = state, block_for(state, self.recall_tool)
                 if full_text is not None:
                     found.text = full_text
             return found
         text = full_text if full_text is not None else ot.question
         record = _OpenRecord(
-            ot.message_id, ot.question, text, state, block_for(state), edit=edit, binding=binding
+            ot.message_id, ot.question, text, state, block_for(state, self.recall_tool), edit=edit,
+            binding=binding,
         )
         self._open[key] = record
         return record
@@ -657,9 +658,15 @@ class RecordFlows(TurnFlows):
         if tid is None:
             return []
         roles = ("user", "assistant", "tool") if include_tools else ("user", "assistant")
+        # The turn asking is recorded already (commit point 1): its own question matches
+        # itself and is not "what was said earlier". One more hit makes up for it.
+        open_turn = self._open.get((self.tenant, thread_id))
+        asking = None if open_turn is None or open_turn.record is None else (
+            open_turn.record.user_message.id
+        )
         hits = yield from do(call(
             t.search, t.asearch, self.tenant, query,
-            thread_id=tid, limit=limit, match="any", roles=roles, active_path=True,
+            thread_id=tid, limit=limit + 1, match="any", roles=roles, active_path=True,
         ))
         return [
             RecallHit(
@@ -667,7 +674,8 @@ class RecordFlows(TurnFlows):
                 created_at=h.received_at, score=h.rank,
             )
             for h in hits
-        ]
+            if h.message_id != asking
+        ][:limit]
 
     def _delete_flow(self, thread_id: str) -> Flow[DeletionReceipt | None]:
         receipt: DeletionReceipt | None = None
@@ -701,7 +709,7 @@ class RecordFlows(TurnFlows):
         elif record is not None and record.record is None:
             # not sent yet: the turn's model input must not quote the redacted question
             record.state = without_questions(record.state, gone)
-            record.block = block_for(record.state)
+            record.block = block_for(record.state, self.recall_tool)
 
         def compute(current: SessionState) -> tuple[SessionState | None, None]:
             scrubbed = without_questions(current, gone)

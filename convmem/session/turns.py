@@ -80,11 +80,14 @@ def _same_message(
 
 
 
-def block_for(state: SessionState) -> str:
-    """The block for the model: during an open turn, the *earlier* questions only."""
+def block_for(state: SessionState, recall_tool: str | None = None) -> str:
+    """The block for the model: during an open turn, the *earlier* questions only;
+    with ``recall_tool``, a line saying the model may look earlier answers up with it."""
     if state.open_turn is not None:
-        return render(state, questions=state.open_turn.base.recent_questions)
-    return render(state)
+        return render(
+            state, questions=state.open_turn.base.recent_questions, recall_tool=recall_tool
+        )
+    return render(state, recall_tool=recall_tool)
 
 
 def _with_version(result: T, version: int) -> T:
@@ -129,6 +132,7 @@ class TurnFlows:
     store: SessionStateStore
     resolver: Resolver
     stats: SessionStats
+    recall_tool: str | None  # the model is offered this recall tool: the block says so
     # (tenant, thread id) -> the state this process last saved while a turn was open:
     # the next step of that turn (the tool loop's begin_turn, record_tool, end_turn)
     # starts from it instead of a GET. Saves still compare-and-set on its version, so
@@ -303,7 +307,7 @@ class TurnFlows:
             turn=state.turn,
             question=ot.question,
             rewritten=ot.rewritten,
-            block=block_for(state),
+            block=block_for(state, self.recall_tool),
             state=state,
             message_id=ot.message_id,
             # spec §3 step 1: on an answer turn the question processed is the original one

@@ -133,3 +133,19 @@ def test_salient_invariants_hold_over_300_typed_turns(turns: list[tuple[str, int
         assert state.focus is not None or not state.salient
         assert state.focus is None or state.focus.type not in types
         assert count_tokens(render(state)) <= BLOCK_BUDGET
+
+
+@given(states)
+def test_the_recall_line_stays_within_the_budget(state: SessionState) -> None:
+    """Offering the recall tool adds one last line naming it, within the same budget;
+    the empty state still renders as nothing."""
+    from convmem.render import recall_line
+    from convmem.session import RECALL_TOOL
+
+    plain, offered = render(state), render(state, recall_tool=RECALL_TOOL)
+    assert count_tokens(offered) <= BLOCK_BUDGET
+    if not plain:
+        assert offered == ""
+        return
+    assert offered.split("\n")[-1] == recall_line(RECALL_TOOL)
+    assert RECALL_TOOL in offered and RECALL_TOOL not in plain

@@ -39,7 +39,7 @@ def test_runnable_is_not_the_deprecated_class() -> None:
 def test_public_names() -> None:
     assert sorted(langchain_convmem.__all__) == sorted(
         ["ConvMemChatMessageHistory", "LLMResolver", "RunnableWithSessionMemory",
-         "SessionMemoryMiddleware", "tool_result"]
+         "SessionMemoryMiddleware", "recall_tool", "tool_result"]
     )
 
 

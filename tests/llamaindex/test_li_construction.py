@@ -38,7 +38,7 @@ def test_all_is_pinned() -> None:
     assert sorted(llamaindex_convmem.__all__) == sorted([
         "SESSION_BLOCK_TEMPLATE", "ConvMemChatEngine", "ConvMemChatStore",
         "ConvMemDBChatStore", "ConvMemMemory", "ConvMemTool", "LLMResolver",
-        "SessionStateBlock", "tool_result", "wrap_tools",
+        "SessionStateBlock", "recall_tool", "tool_result", "wrap_tools",
     ])
 
 

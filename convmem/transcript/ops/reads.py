@@ -159,9 +159,6 @@ def search(
             vector = sa.func.to_tsvector(_SIMPLE, s.c.body)
             cond = vector.op("@@")(tsq)
             rank = -sa.func.ts_rank_cd(vector, tsq)  # higher is better: negated
-        # Both ranks are negative, lower better. An answer counts double: the block
-        # already shows the recent questions, never an answer (what recall is for).
-        rank = rank * sa.case((m.c.role == "assistant", 2.0), else_=1.0)
         order: list[Any] = [sa.literal_column("rank"), m.c.seq.desc()]
     elif ctx.dialect == "sqlite":
         q = fts_query(query)
@@ -178,16 +175,34 @@ def search(
         )
         rank = sa.null()
         order = [m.c.received_at.desc()]
+    src: Any = s
+    if ctx.dialect == "postgresql":
+        # The match alone first (MATERIALIZED: through the GIN index, whatever the
+        # statistics say), then its few rows by primary key. Left to itself the planner
+        # may scan the thread's rows and compute every tsvector (200 ms at 10,000).
+        src = (
+            sa.select(s.c.message_id, s.c.tenant, s.c.thread_id, s.c.body, rank.label("raw"))
+            .where(cond)
+            .cte("convmem_fts")
+            .prefix_with("MATERIALIZED")
+        )
+        cond, rank = sa.true(), src.c.raw
+    if match == "any":
+        # Both ranks are negative, lower better. An answer counts double: the block
+        # already shows the recent questions, never an answer (what recall is for).
+        rank = rank * sa.case((m.c.role == "assistant", 2.0), else_=1.0)
     hits = (
         sa.select(
-            s.c.message_id, s.c.thread_id, s.c.body, m.c.seq, m.c.role, m.c.received_at,
+            src.c.message_id, src.c.thread_id, src.c.body, m.c.seq, m.c.role, m.c.received_at,
             rank.label("rank"),
         )
-        .select_from(tenant_join(s, m, m.c.id == s.c.message_id))
-        .where(cond, s.c.tenant == tenant, m.c.tenant == tenant, m.c.redacted_at.is_(None))
+        .select_from(tenant_join(src, m, m.c.id == src.c.message_id))
+        .where(cond, m.c.tenant == tenant, m.c.redacted_at.is_(None))
     )
+    # Tenant and thread are matched on the message row (the join carries them to the
+    # search row), which the rows of the match are looked up in by primary key.
     if thread_id is not None:
-        hits = hits.where(s.c.thread_id == thread_id, m.c.thread_id == thread_id)
+        hits = hits.where(m.c.thread_id == thread_id)
     if roles is not None:
         hits = hits.where(m.c.role.in_(list(roles)))
     if active_path:
