@@ -51,6 +51,7 @@ from pydantic import TypeAdapter
 
 from convmem.errors import ConfigError
 from convmem.identity import clean_text
+from convmem.session.recall import recorded_recall
 from convmem.transcript import (
     AttachmentPart,
     Message,
@@ -186,7 +187,8 @@ def to_new_message(message: ChatMessage) -> NewMessage:
         and isinstance(blocks[0], TextBlock)
     ):
         kwargs = {k: v for k, v in kwargs.items() if k != "tool_call_id"}
-        content = clean_text(blocks[0].text)
+        # a recall's result keeps its links, not its copies (convmem.session.recall)
+        content = recorded_recall(clean_text(blocks[0].text))
         parts: list[Part] = [ToolResultPart(call_id=call_id, content=content)]
     else:
         enc = _Encoder()

@@ -82,7 +82,27 @@ def snippet(text: str, query: str, max_chars: int = SNIPPET_CHARS) -> str:
 
 
 def recall_text(hits: Sequence[RecallHit]) -> str:
-    """The hits as the model reads them: one line each, role, turn and snippet."""
+    """The hits as the model reads them: one line each, role, turn, the message's id
+    and the snippet."""
     if not hits:
         return NO_MATCH
-    return "\n".join(f"[{h.role}, turn {h.turn}] {h.text}" for h in hits)
+    return "\n".join(f"[{h.role}, turn {h.turn}, message {h.message_id}] {h.text}" for h in hits)
+
+
+#: A line of ``recall_text``: its reference, then the snippet.
+_RECALL_LINE = re.compile(r"(\[(?:user|assistant|tool|system), turn \d+, message [\w-]{1,64}\]) .*")
+
+
+def recorded_recall(text: str) -> str:
+    """What the record keeps of a recall's result: the references without the snippets.
+
+    The snippets are copies of earlier messages; kept in the tool's result they would
+    outlive a redaction or deletion of those messages, which reaches them by link,
+    not by text. The references are that link (the snippet is rebuilt from the message
+    and the query, the tool call's argument). Text that is not ``recall_text``'s, line
+    for line, is kept as it is."""
+    lines = text.split("\n")
+    refs = [_RECALL_LINE.fullmatch(line) for line in lines]
+    if not all(refs):
+        return text
+    return "\n".join(m.group(1) for m in refs if m is not None)

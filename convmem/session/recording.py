@@ -28,7 +28,7 @@ from convmem.session.questions import (
     question_provenance,
     without_questions,
 )
-from convmem.session.recall import RecallHit, snippet
+from convmem.session.recall import RECALL_TOOL, RecallHit, recorded_recall, snippet
 from convmem.session.records import (
     Clarification,
     ModelCall,
@@ -628,11 +628,11 @@ class RecordFlows(TurnFlows):
         record.tools.append(
             NewMessage(role="assistant", content=[ToolCallPart(cid, name, arguments)])
         )
+        result = clean_text(outcome.record_text())
+        if name == RECALL_TOOL:  # copies of earlier messages: kept as links (erasure)
+            result = recorded_recall(result)
         record.tools.append(
-            NewMessage(
-                role="tool",
-                content=[ToolResultPart(cid, clean_text(outcome.record_text()), not outcome.ok)],
-            )
+            NewMessage(role="tool", content=[ToolResultPart(cid, result, not outcome.ok)])
         )
 
     def _unrecorded(self, thread_id: str, what: str, exc: ConvMemError) -> None:

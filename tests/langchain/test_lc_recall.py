@@ -97,6 +97,26 @@ async def test_the_model_recalls_an_earlier_answer_async(recorded: SessionMemory
     _check(model, final, await recorded.transcript.aactive_path(recorded.tenant, tid))
 
 
+def test_the_record_keeps_a_recall_as_links_so_redaction_reaches_it(
+    recorded: SessionMemory,
+) -> None:
+    """The model reads the snippets; the recorded tool result keeps only the references
+    (role, turn, message id): no copy of the answer that a redaction of it would miss."""
+    model = _script()
+    agent = _agent(model, recorded)
+    for q in QUESTIONS:
+        agent.invoke({"messages": [HumanMessage(q)]}, CFG)
+    t = recorded.transcript
+    assert t is not None
+    tid = recorded.transcript_thread_id("t-1")
+    path = t.active_path(recorded.tenant, tid)
+    (answer,) = [m for m in path if m.text == TOTAL]
+    kept = path[-2].parts[0].content  # type: ignore[union-attr]
+    assert kept == f"[assistant, turn {answer.seq}, message {answer.id}]"
+    recorded.redact("t-1", answer.id, actor="dpo", reason="erasure request")
+    assert "invoice 42 for Brightwater" not in repr(t.export_thread(recorded.tenant, tid))
+
+
 def test_the_tool_reads_only_the_runs_thread_and_tenant(recorded: SessionMemory) -> None:
     model = ScriptedChatModel(responses=[AIMessage(TOTAL)])
     _agent(model, recorded).invoke({"messages": [HumanMessage(QUESTIONS[0])]}, CFG)

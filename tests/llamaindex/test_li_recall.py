@@ -68,6 +68,9 @@ async def test_the_agent_recalls_an_earlier_answer(recorded: SessionMemory) -> N
     tid = await recorded.atranscript_thread_id("t-1")
     path = await recorded.transcript.aactive_path(recorded.tenant, tid)
     assert [m.role for m in path[-4:]] == ["user", "assistant", "tool", "assistant"]
+    # the record keeps the recall's references, not copies a redaction would miss
+    kept = path[-2].parts[0].content  # type: ignore[union-attr]
+    assert kept.startswith("[assistant, turn ") and "message " in kept and TOTAL not in kept
     assert path[-3].parts[0].name == RECALL_TOOL  # type: ignore[union-attr]
 
 
