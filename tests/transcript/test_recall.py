@@ -169,3 +169,4 @@ def test_search_terms_and_the_text_the_model_reads() -> None:
     cut = snippet(long, TOTAL)
     assert "total is $4,200" in cut and len(cut) <= 240 and cut.startswith("…")
     assert recall_text([]) == NO_MATCH
+

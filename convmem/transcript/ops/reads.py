@@ -208,7 +208,8 @@ def search(
     if active_path:
         assert thread_id is not None
         found = hits.cte("convmem_hits")
-        path = _path_since(tenant, thread_id, sa.select(sa.func.min(found.c.seq)))
+        path = _path_since(tenant, thread_id, sa.select(sa.func.min(found.c.seq)),
+                           lateral=ctx.dialect == "postgresql")
         stmt = (
             sa.select(found)
             .join(path, path.c.id == found.c.message_id)
@@ -229,7 +230,9 @@ def search(
     ]
 
 
-def _path_since(tenant: str, thread_id: str, oldest: sa.Select[Any]) -> sa.CTE:
+def _path_since(
+    tenant: str, thread_id: str, oldest: sa.Select[Any], *, lateral: bool
+) -> sa.CTE:
     """The thread's active path from its leaf back to the message at seq ``oldest``.
 
     A recursive CTE of primary-key steps (``id``, ``seq``) that stops below ``oldest``
@@ -244,21 +247,36 @@ def _path_since(tenant: str, thread_id: str, oldest: sa.Select[Any]) -> sa.CTE:
         .where(t.c.tenant == tenant, t.c.id == thread_id)
         .cte("convmem_recall_path", recursive=True)
     )
-    step = MESSAGES.alias("step")
+    m2 = MESSAGES.alias("step")
+    if not lateral:  # SQLite: its planner takes the primary key for this join
+        return anchor.union_all(
+            sa.select(m2.c.id, m2.c.parent_id, m2.c.seq)
+            .select_from(anchor.join(m2, sa.and_(
+                m2.c.tenant == tenant,  # a primary-key step within tenant and thread
+                m2.c.id == anchor.c.parent_id,
+                m2.c.thread_id == thread_id,
+                m2.c.seq < anchor.c.seq,
+            )))
+            .where(anchor.c.seq > oldest.scalar_subquery())
+        )
+    # PostgreSQL: one primary-key probe per step, whatever the planner makes of the
+    # table: only (tenant, id) inside the LATERAL, so no other index (the thread's seq
+    # range, per step: quadratic on tables without statistics yet) can look cheaper;
+    # thread and order are checked on the row found.
+    step = (
+        sa.select(m2.c.id, m2.c.parent_id, m2.c.seq, m2.c.thread_id)
+        .where(m2.c.tenant == tenant, m2.c.id == anchor.c.parent_id)
+        .limit(1)
+        .lateral("step")
+    )
     return anchor.union_all(
         sa.select(step.c.id, step.c.parent_id, step.c.seq)
-        .select_from(
-            anchor.join(
-                step,
-                sa.and_(
-                    step.c.tenant == tenant,  # a primary-key step within tenant and thread
-                    step.c.id == anchor.c.parent_id,
-                    step.c.thread_id == thread_id,
-                    step.c.seq < anchor.c.seq,
-                ),
-            )
+        .select_from(anchor.join(step, sa.true()))
+        .where(
+            step.c.thread_id == thread_id,
+            step.c.seq < anchor.c.seq,
+            anchor.c.seq > oldest.scalar_subquery(),
         )
-        .where(anchor.c.seq > oldest.scalar_subquery())
     )
 
 
