@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -39,6 +37,7 @@ from convmem.transcript import (
 )
 from convmem.transcript.cli import main as cli_main
 from convmem.transcript.models import THREADS
+from tests.transcript import test_transcript_boundaries as boundaries
 
 DAY = timedelta(days=1)
 #: The longest retention (10,000 years), and the end of ``datetime``.
@@ -46,16 +45,8 @@ LONGEST = timedelta(days=3_650_000)
 YEAR_9999 = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
 
 
-@pytest.fixture(params=["sync", "async"])
-def api(request: pytest.FixtureRequest, transcript: TranscriptStore) -> Iterator[Api]:
-    api = Api(transcript, request.param)
-    yield api
-    api.close()
-
-
-def new_tenant() -> str:
-    """A tenant no other test uses (this file makes several per test)."""
-    return f"n-{uuid.uuid4().hex[:12]}"
+# each test through the sync and the async API, with tenants of its own
+api, new_tenant = boundaries.api, boundaries.new_tenant
 
 
 def user(text: str) -> NewMessage:
