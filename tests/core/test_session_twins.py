@@ -9,7 +9,7 @@ from collections.abc import Callable
 from convmem import SessionMemory
 
 #: Public methods with no I/O, hence no async twin.
-NO_IO = {"for_tenant", "state_only"}
+NO_IO = {"for_tenant", "state_only", "offering_recall"}
 
 
 def public_methods() -> dict[str, Callable[..., object]]:

@@ -41,7 +41,7 @@ states = st.builds(
                                    attrs=st.dictionaries(TEXT, TEXT, max_size=2)),
                          max_size=3).map(tuple),
         origin=st.sampled_from(["name", "tool"]), mention=st.one_of(st.none(), TEXT))),
-    version=st.integers(0, 2**53),
+    version=st.integers(0, 2**53 - 1),  # the stored version's rule (convmem.state)
     last_rewrite=st.one_of(st.none(), TEXT),
     salient=st.lists(st.builds(Focus, type=TEXT, id=TEXT, label=TEXT,
                                source=st.sampled_from(["user", "tool", "confirmed"])),

@@ -121,6 +121,7 @@ def test_purge_physical_takes_deleted_and_redacted_text_out_of_postgresql_files(
         store.append(TENANT, doomed.id, with_secret(deleted_word))
         redacted = store.create_thread(TENANT, title="redacted")
         targets = store.append(TENANT, redacted.id, with_secret(redacted_word))
+        store.index_pending()  # as the index's sweep would: the text in the GIN index
         files = Files(store)
         with store.engine.connect() as conn:  # as autovacuum's ANALYZE would, some day
             conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
@@ -163,6 +164,7 @@ def test_purge_physical_rewrites_a_sqlite_file_deleted_from_without_secure_delet
     word = secret()
     doomed = store.create_thread(TENANT, title="deleted")
     store.append(TENANT, doomed.id, with_secret(word))
+    store.index_pending()  # as the index's sweep would: the text in the FTS5 index
     store.close()
     # an older writer: the same rows deleted with secure_delete off
     conn = sqlite3.connect(path, isolation_level=None)
