@@ -6,7 +6,7 @@ budget and tenant isolation. The fixtures they use (``api``, ``store``, ``tenant
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -270,6 +270,112 @@ class TranscriptPathCases:
         assert [(m.text, m.seq, m.copy_of) for m in path] == [("a", 1, a.id), ("b", 2, b.id)]
         assert {m.id for m in path}.isdisjoint({a.id, b.id})
         assert [m.id for m in await api(store.active_path, tenant, th.id)] == [a.id, b.id, c.id]
+
+    # ------------------------------------------------------------ the path as search sees it
+
+    @staticmethod
+    async def assert_search_sees_the_path(
+        api: TranscriptDriver, store: TranscriptStore, tenant: str, thread_id: str
+    ) -> None:
+        """``search(active_path=True)`` finds exactly the active path's messages (every
+        message here says "zebu"): the segments agree with the parent links."""
+        path = await api(store.active_path, tenant, thread_id)
+        hits = await api(
+            store.search, tenant, "zebu", thread_id=thread_id, limit=100_000, match="any",
+            active_path=True,
+        )
+        assert sorted(h.message_id for h in hits) == sorted(m.id for m in path)
+
+    async def assert_every_leaf(
+        self, api: TranscriptDriver, store: TranscriptStore, tenant: str, thread_id: str
+    ) -> None:
+        """``assert_search_sees_the_path`` with each message of the thread as the leaf."""
+        tree = await api(store.tree, tenant, thread_id)
+        for m in tree.messages:
+            await api(store.set_active_leaf, tenant, thread_id, m.id)
+            await self.assert_search_sees_the_path(api, store, tenant, thread_id)
+
+    async def test_search_sees_the_path_through_every_kind_of_write(
+        self, api: TranscriptDriver, store: TranscriptStore, tenant: str
+    ) -> None:
+        """Each way a message is written or the pointer moves, in a seeded random order;
+        then every message as the leaf, a fork and an import of the tree."""
+        import random
+
+        rnd = random.Random(20261205)
+        th = await api(store.create_thread, tenant)
+        n = 0
+
+        def text() -> str:
+            nonlocal n
+            n += 1
+            return f"zebu {n}"
+
+        async def messages(role: str | None = None) -> list[Any]:
+            tree = await api(store.tree, tenant, th.id)
+            return [m for m in tree.messages if role is None or m.role == role]
+
+        for _ in range(40):
+            op = rnd.choice(["append", "chain", "under", "leaf", "edit", "regenerate",
+                             "switch", "turn", "rebase", "clear"])
+            every = await messages()
+            if op == "append" or not every:
+                await api(store.append, tenant, th.id, user(text()))
+            elif op == "chain":
+                await api(store.append, tenant, th.id, [user(text()), bot(text())])
+            elif op == "under":
+                await api(store.append, tenant, th.id, bot(text()),
+                          parent_id=rnd.choice(every).id, activate=rnd.random() < 0.5)
+            elif op == "leaf":
+                await api(store.set_active_leaf, tenant, th.id, rnd.choice(every).id)
+            elif op == "edit":
+                await api(store.edit, tenant, th.id, rnd.choice(every).id, text())
+            elif op == "regenerate" and (answers := await messages("assistant")):
+                await api(store.regenerate, tenant, th.id, rnd.choice(answers).id, text())
+            elif op == "switch":
+                await api(store.switch, tenant, th.id, rnd.choice(every).id)
+            elif op == "turn":
+                tr = await api(store.begin_turn_record, tenant, th.id, user(text()), ModelInput())
+                if rnd.random() < 0.3:  # another device moves the pointer in between
+                    await api(store.set_active_leaf, tenant, th.id, rnd.choice(every).id)
+                await api(store.complete_turn, tenant, th.id, tr.turn_id, [bot(text())])
+            elif op == "rebase":
+                path = await api(store.active_path, tenant, th.id)
+                keep = [NewMessage(role=m.role, content=m.text) for m in path[: len(path) // 2]]
+                await api(store.rebase_path, tenant, th.id, [*keep, user(text())])
+            elif op == "clear":
+                await api(store.set_active_leaf, tenant, th.id, None)
+            await self.assert_search_sees_the_path(api, store, tenant, th.id)
+        every = await messages()
+        await self.assert_every_leaf(api, store, tenant, th.id)
+        fork = await api(store.fork_thread, tenant, th.id, every[len(every) // 2].id)
+        await self.assert_search_sees_the_path(api, store, tenant, fork.id)
+        await api(store.append, tenant, fork.id, [user(text()), bot(text())])
+        await self.assert_search_sees_the_path(api, store, tenant, fork.id)
+        other = tenant + "-imported"
+        copy = await api(store.import_thread, other, await api(store.export_thread, tenant, th.id))
+        await self.assert_every_leaf(api, store, other, copy.id)
+        await api(store.append, tenant, th.id, user(text()))
+        await self.assert_search_sees_the_path(api, store, tenant, th.id)
+
+    async def test_search_sees_the_path_after_concurrent_branching(
+        self, api: TranscriptDriver, store: TranscriptStore, tenant: str
+    ) -> None:
+        """Appends on the leaf, regenerations of one answer and branches under an old
+        message, all at once: each writer sees the open leaf its predecessor left."""
+        th = await api(store.create_thread, tenant)
+        q, a = await api(store.append, tenant, th.id, [user("zebu q"), bot("zebu a")])
+        writes: list[Awaitable[Any]] = [
+            api(store.append, tenant, th.id, user(f"zebu {i}")) for i in range(20)
+        ]
+        writes += [api(store.regenerate, tenant, th.id, a.id, f"zebu r{i}") for i in range(10)]
+        writes += [
+            api(store.append, tenant, th.id, bot(f"zebu b{i}"), parent_id=q.id, activate=False)
+            for i in range(10)
+        ]
+        await asyncio.gather(*writes)
+        await self.assert_search_sees_the_path(api, store, tenant, th.id)
+        await self.assert_every_leaf(api, store, tenant, th.id)
 
     # ------------------------------------------------------------ the query budget
 

@@ -88,6 +88,11 @@ class ThreadRow(SQLModel, table=True):
     archived_seq: int = 0
     forked_from: str | None = Field(default=None, max_length=64)
     incarnation: str | None = Field(default=None, max_length=64)
+    # The newest message known to have no child, and its segment (revision 0005):
+    # a chain appended under it continues that segment. Read and moved only under
+    # the thread row's lock, so a writer never reads it stale; ``NULL``: none known.
+    open_leaf: str | None = Field(default=None, max_length=64)
+    open_segment: str | None = Field(default=None, max_length=64)
 
 
 class MessageRow(_ThreadContent, table=True):
@@ -113,6 +118,8 @@ class MessageRow(_ThreadContent, table=True):
     copy_of: str | None = Field(default=None, max_length=64)
     turn_id: str | None = Field(default=None, max_length=64)
     redacted_at: datetime | None = _when("redacted_at", nullable=True)
+    # The id of the first message of this message's segment (revision 0005).
+    segment: str = Field(max_length=64)
 
 
 class AttachmentRow(SQLModel, table=True):

@@ -4,8 +4,9 @@
 0002 → 0003: tables rebuilt with per-tenant keys keep every row, threads get an
 incarnation, and a model input written without quote links is still erased by the
 renderer's forms of the question. 0003 → 0004: the search index's queue, which a
-deferred store writes to and a downgrade indexes before it goes. Keep them all when
-adding revisions.
+deferred store writes to and a downgrade indexes before it goes. 0004 → 0005: segments
+split a branched thread so that search's active path is the tree's, for every leaf. Keep
+them all when adding revisions.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def _fill_first_revision(store: TranscriptStore, tenant: str) -> str:
 
 def _check_head(store: TranscriptStore, tenant: str, tid: str) -> None:
     store.migrate()
-    assert current_revision(store.engine) == head_revision() == "0004"
+    assert current_revision(store.engine) == head_revision() == "0005"
     path = store.active_path(tenant, tid)
     assert [m.text for m in path] == ["legacy zebra", "ok"]
     assert path[0].received_at.isoformat() == "2024-05-01T12:00:00.123456+00:00"
@@ -191,8 +192,8 @@ def test_third_revision_upgrades_to_0004_and_back(unmigrated_store: TranscriptSt
 
     tid = _fill_first_revision(unmigrated_store, "mig4")
     unmigrated_store.migrate("0003")
-    unmigrated_store.migrate()
-    assert current_revision(unmigrated_store.engine) == "0004"
+    unmigrated_store.migrate()  # this code writes 0005's columns: the way back passes 0004
+    assert current_revision(unmigrated_store.engine) == "0005"
     url = unmigrated_store.engine.url
     deferred = TranscriptStore(url, retention=FOREVER, search_index="deferred")
     try:
@@ -214,3 +215,54 @@ def test_third_revision_upgrades_to_0004_and_back(unmigrated_store: TranscriptSt
             sa.text("SELECT message_id FROM convmem_search WHERE tenant = 'mig4'")
         ).scalars()
         assert {late.id, later.id, last.id} <= set(hits)
+
+
+# ------------------------------------------------------------------ revision 0005
+
+
+def test_fourth_revision_upgrades_to_0005_and_back(unmigrated_store: TranscriptStore) -> None:
+    """A branched thread (edits, regenerations, a branch under an old message, a cleared
+    path) taken back to 0004, where no message has a segment, and up again: the fill's
+    segments give search the tree's active path for every leaf, and writes continue."""
+    from alembic import command
+
+    from convmem.transcript.migrate import alembic_config
+
+    store, tenant = unmigrated_store, "mig5"
+    store.migrate()
+    th = store.create_thread(tenant)
+    q, a = store.append(tenant, th.id, [store_message("zebu q"), _bot("zebu a")])
+    store.append(tenant, th.id, [store_message("zebu q2"), _bot("zebu a2")])
+    store.regenerate(tenant, th.id, a.id, "zebu a again")
+    store.edit(tenant, th.id, q.id, "zebu q edited")
+    store.append(tenant, th.id, [_bot("zebu b"), store_message("zebu c")], parent_id=a.id,
+                 activate=False)
+    store.set_active_leaf(tenant, th.id, None)
+    store.append(tenant, th.id, store_message("zebu root two"))
+    with store.engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0004")
+    with store.engine.connect() as conn:
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("convmem_messages")}
+    assert "segment" not in columns
+    store.migrate()
+    assert current_revision(store.engine) == "0005"
+    with store.engine.connect() as conn:
+        segments = conn.execute(sa.text(
+            "SELECT count(DISTINCT segment), count(*) FROM convmem_messages WHERE tenant = :t"
+        ), {"t": tenant}).one()
+    # q a q2 a2 | a again | q edited | b c | root two: chains, not one per message
+    assert segments == (5, 9)
+    for m in store.tree(tenant, th.id).messages:
+        store.set_active_leaf(tenant, th.id, m.id)
+        _assert_search_sees_the_path(store, tenant, th.id)
+    store.append(tenant, th.id, [store_message("zebu after"), _bot("zebu after a")])
+    _assert_search_sees_the_path(store, tenant, th.id)
+
+
+def _bot(text: str) -> NewMessage:
+    return NewMessage(role="assistant", content=text)
+
+
+def _assert_search_sees_the_path(store: TranscriptStore, tenant: str, tid: str) -> None:
+    hits = store.search(tenant, "zebu", thread_id=tid, match="any", active_path=True, limit=100)
+    assert sorted(h.message_id for h in hits) == sorted(m.id for m in store.active_path(tenant, tid))

@@ -67,6 +67,8 @@ _TAKE_SEQ = {
     .values(
         next_seq=THREADS.c.next_seq + sa.bindparam("b_n"),
         updated_at=sa.bindparam("b_now"),
+        open_leaf=sa.bindparam("b_open_leaf"),
+        open_segment=sa.bindparam("b_open_segment"),
         **({"active_leaf": sa.bindparam("b_leaf")} if move else {}),
     )
     .returning(THREADS.c.next_seq)
@@ -293,28 +295,40 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
 
 
 #: The chain's CTEs after the lock: ``{src}`` names the CTE holding the locked
-#: thread row (``id``, ``active_leaf``); ``th`` hands out the numbers, ``msg`` and
-#: ``search`` insert. Commit points 1 and 2 add their own CTEs to the same statement.
+#: thread row (``id``, ``active_leaf``, ``open_leaf``, ``open_segment``); ``under``
+#: says where the chain goes, ``th`` hands out the numbers and the segment (the open
+#: leaf's when the chain goes under it, else a new one named by the chain's first
+#: message: see ``models``), ``msg`` and ``search`` insert. Commit points 1 and 2 add their own CTEs to the same statement.
 #: The search text goes to the index (``:search``) or to its queue (``:search_queue``):
 #: ``pg_chain_params`` fills the one ``Ctx.search_index`` names and leaves the other
 #: ``[]``, so both modes share one statement text (and one prepared plan).
 PG_CHAIN_CTES = """
-th AS (
+under AS (
+    SELECT {src}.id, {src}.open_leaf, {src}.open_segment,
+        CASE WHEN :follow_leaf THEN {src}.active_leaf ELSE :parent_id END AS parent_id
+    FROM {src}
+), th AS (
     UPDATE convmem_threads AS t
     SET next_seq = t.next_seq + :n,
         updated_at = :now,
-        active_leaf = CASE WHEN :move_leaf THEN :last_id ELSE t.active_leaf END
-    FROM {src}
-    WHERE t.tenant = :tenant AND t.id = {src}.id
-    RETURNING t.next_seq - :n AS first_seq,
-        CASE WHEN :follow_leaf THEN {src}.active_leaf ELSE :parent_id END AS parent_id
+        active_leaf = CASE WHEN :move_leaf THEN :last_id ELSE t.active_leaf END,
+        open_leaf = CASE WHEN :move_leaf OR under.parent_id = under.open_leaf
+            THEN :last_id ELSE t.open_leaf END,
+        open_segment = CASE WHEN under.parent_id = under.open_leaf THEN under.open_segment
+            WHEN :move_leaf THEN :first_id ELSE t.open_segment END
+    FROM under
+    WHERE t.tenant = :tenant AND t.id = under.id
+    RETURNING t.next_seq - :n AS first_seq, under.parent_id,
+        CASE WHEN under.parent_id = under.open_leaf THEN under.open_segment
+            ELSE :first_id END AS segment
 ), msg AS (
     INSERT INTO convmem_messages (id, thread_id, tenant, parent_id, seq, role, author,
-        parts, extra, received_at, client_ts, visibility, copy_of, turn_id, redacted_at)
+        parts, extra, received_at, client_ts, visibility, copy_of, turn_id, redacted_at,
+        segment)
     SELECT r.id, :thread_id, :tenant,
         CASE WHEN r.i = 0 THEN th.parent_id ELSE r.parent_id END,
         th.first_seq + r.i, r.role, r.author, r.parts, r.extra, :now, r.client_ts,
-        r.visibility, r.copy_of, :turn_id, NULL
+        r.visibility, r.copy_of, :turn_id, NULL, th.segment
     FROM th CROSS JOIN json_to_recordset(CAST(:rows AS json)) AS r(
         i integer, id text, parent_id text, role text, author text, parts json,
         extra json, client_ts timestamp, visibility text, copy_of text)
@@ -333,7 +347,7 @@ th AS (
 #: Lock the thread row (only the bound incarnation of it, when there is one).
 PG_LOCK_CTE = """
 locked AS (
-    SELECT id, active_leaf FROM convmem_threads
+    SELECT id, active_leaf, open_leaf, open_segment FROM convmem_threads
     WHERE id = :thread_id AND tenant = :tenant
         AND (CAST(:incarnation AS text) IS NULL OR incarnation = :incarnation)
     FOR UPDATE
@@ -350,7 +364,7 @@ locked AS (
 # batch size.
 _PG_INSERT_CHAIN = sa.text(
     "WITH" + PG_LOCK_CTE + "," + PG_CHAIN_CTES.format(src="locked")
-    + "\nSELECT first_seq, parent_id FROM th\n"
+    + "\nSELECT first_seq, parent_id, segment FROM th\n"
 )
 
 
@@ -394,6 +408,7 @@ def chain_rows(
                 "copy_of": None if copy_of is None else copy_of[i],
                 "turn_id": turn_id,
                 "redacted_at": None,
+                "segment": None,  # numbered with the chain (``number_chain``)
             }
         )
         parent = mid
@@ -450,6 +465,7 @@ def pg_chain_params(
         "now": now,
         "move_leaf": move_leaf,
         "last_id": rows[-1]["id"],
+        "first_id": rows[0]["id"],
         "follow_leaf": follow,
         "parent_id": None if follow else parent_id,
         "turn_id": turn_id,
@@ -460,12 +476,76 @@ def pg_chain_params(
     }
 
 
-def number_chain(rows: Sequence[JSONDict], first_seq: int, parent: str | None) -> list[Message]:
-    """The chain's rows numbered from ``first_seq`` under ``parent``, as records."""
+def number_chain(
+    rows: Sequence[JSONDict], first_seq: int, parent: str | None, segment: str
+) -> list[Message]:
+    """The chain's rows numbered from ``first_seq`` under ``parent``, in ``segment``,
+    as records."""
     rows[0]["parent_id"] = parent
     for i, r in enumerate(rows):
         r["seq"] = first_seq + i
+        r["segment"] = segment
     return [to_message(r) for r in rows]
+
+
+def chain_segment(th: Mapping[str, Any], parent: str | None, first_id: str) -> str:
+    """The segment of a chain whose first message is ``first_id``, going under
+    ``parent`` in the thread row ``th`` (locked): the open leaf's segment when it goes
+    under the open leaf, else its own."""
+    if parent is not None and parent == th["open_leaf"] and th["open_segment"] is not None:
+        return str(th["open_segment"])
+    return first_id
+
+
+def moved_open_leaf(
+    th: Mapping[str, Any], parent: str | None, rows: Sequence[JSONDict], segment: str,
+    *, move_leaf: bool,
+) -> tuple[str | None, str | None]:
+    """The thread's ``(open_leaf, open_segment)`` after the chain: its last message when
+    it continued the open leaf or becomes the active leaf, else as it was (a chain under
+    any other message leaves the open leaf childless)."""
+    if move_leaf or (parent is not None and parent == th["open_leaf"]):
+        return rows[-1]["id"], segment
+    return th["open_leaf"], th["open_segment"]
+
+
+#: Split a thread's messages into segments when they were written without them (an
+#: import): a message continues its parent's segment when it is the parent's first
+#: child (lowest ``seq``) and newer than its parent; any other message (a root, a later
+#: sibling, a link to a message not older) keeps its own id, as the rows were written.
+_FILL_SEGMENTS = sa.text("""
+WITH RECURSIVE seg(id, seq, segment) AS (
+    SELECT h.id, h.seq, h.id FROM convmem_messages AS h
+    WHERE h.tenant = :tenant AND h.thread_id = :thread_id AND (NOT EXISTS (
+        SELECT 1 FROM convmem_messages AS p
+        WHERE p.tenant = h.tenant AND p.id = h.parent_id AND p.thread_id = h.thread_id
+            AND p.seq < h.seq
+    ) OR EXISTS (
+        SELECT 1 FROM convmem_messages AS o
+        WHERE o.tenant = h.tenant AND o.parent_id = h.parent_id AND o.thread_id = h.thread_id
+            AND o.seq < h.seq
+    ))
+    UNION ALL
+    SELECT c.id, c.seq, seg.segment
+    FROM seg JOIN convmem_messages AS c
+        ON c.tenant = :tenant AND c.parent_id = seg.id AND c.thread_id = :thread_id
+            AND c.seq > seg.seq
+    WHERE NOT EXISTS (
+        SELECT 1 FROM convmem_messages AS o
+        WHERE o.tenant = c.tenant AND o.parent_id = c.parent_id AND o.thread_id = c.thread_id
+            AND o.seq < c.seq
+    )
+)
+UPDATE convmem_messages SET segment = seg.segment
+FROM seg WHERE convmem_messages.tenant = :tenant AND convmem_messages.id = seg.id
+    AND seg.segment <> seg.id
+""")
+
+
+def fill_segments(tenant: str, thread_id: str) -> Op[None]:
+    """Give the thread's messages their segments (see ``_FILL_SEGMENTS``); each row must
+    have been written as its own segment (``segment = id``)."""
+    yield (_FILL_SEGMENTS, {"tenant": tenant, "thread_id": thread_id})
 
 
 def insert_chain(
@@ -506,14 +586,14 @@ def insert_chain(
         row = res.first()
         if row is None:
             raise missing_thread(tenant, thread_id, incarnation)
-        first_seq, parent = int(row[0]), row[1]  # the first message's seq and parent
+        # the first message's seq and parent, and the chain's segment
+        first_seq, parent, segment = int(row[0]), row[1], str(row[2])
     else:
         # SQLite: the write transaction (BEGIN IMMEDIATE) is the lock; statements are cheap.
-        if isinstance(parent_id, ActiveLeaf) or incarnation is not None:
-            th = yield from lock_thread(tenant, thread_id, incarnation)
-            parent = th["active_leaf"] if isinstance(parent_id, ActiveLeaf) else parent_id
-        else:
-            parent = parent_id
+        th = yield from lock_thread(tenant, thread_id, incarnation)
+        parent = th["active_leaf"] if isinstance(parent_id, ActiveLeaf) else parent_id
+        segment = chain_segment(th, parent, rows[0]["id"])
+        open_leaf, open_segment = moved_open_leaf(th, parent, rows, segment, move_leaf=move_leaf)
         res = yield (
             _TAKE_SEQ[move_leaf],
             {
@@ -522,13 +602,15 @@ def insert_chain(
                 "b_n": len(rows),
                 "b_now": now,
                 "b_leaf": rows[-1]["id"],
+                "b_open_leaf": open_leaf,
+                "b_open_segment": open_segment,
             },
         )
         next_seq = res.scalar()
         if next_seq is None:
             raise missing_thread(tenant, thread_id)
         first_seq = int(next_seq) - len(rows)
-    out = number_chain(rows, first_seq, parent)
+    out = number_chain(rows, first_seq, parent, segment)
     yield from add_attachment_refs(ctx, tenant, refs, blobs)
     if ctx.dialect != "postgresql":
         yield from insert_message_rows(ctx, rows)

@@ -92,7 +92,7 @@ from convmem.transcript.ops.import_checks import (
     stage_record,
     staged,
 )
-from convmem.transcript.ops.messages import insert_message_rows, read_thread
+from convmem.transcript.ops.messages import fill_segments, insert_message_rows, read_thread
 from convmem.transcript.records import Thread
 
 # ---------------------------------------------------------------- export
@@ -358,6 +358,7 @@ def _write(
     yield from read_records(source, limits, tally, write)
     if tally.sha.hexdigest() != st.digest:
         raise ImportRefused("$", "changed while it was being imported (read it again)")
+    yield from fill_segments(tenant, thread_id)
     return to_thread(values)
 
 
@@ -393,6 +394,8 @@ def _write_batch(
             }
             for r in recs
         ]
+        for row in rows:
+            row["segment"] = row["id"]  # its own until ``fill_segments`` joins them
         yield from insert_message_rows(ctx, rows)
     elif section == "model_inputs":
         for t in recs:

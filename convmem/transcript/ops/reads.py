@@ -126,9 +126,9 @@ def search(
     ``match="all"``: every word of ``query`` is required. ``match="any"``: the query's
     content words (``convmem.text.search_terms``), any of them, best first by the
     backend's rank (FTS5 ``bm25``, PostgreSQL ``ts_rank_cd``; an answer's counts
-    double). ``roles`` keeps only
+    double and it adds what its turn's question matched). ``roles`` keeps only
     messages of those roles; ``active_path`` (needs ``thread_id``) only the messages on
-    the thread's active path, never an abandoned branch. One statement either way,
+    the thread's active path, never an abandoned branch (by segment: ``_path_segments``). One statement either way,
     after indexing what is queued for the tenant or thread (``index_queued``; whatever
     this store's ``search_index``, as another store may have queued it), so its answer
     is complete: a write transaction (``BEGIN IMMEDIATE`` on SQLite).
@@ -194,7 +194,7 @@ def search(
     hits = (
         sa.select(
             src.c.message_id, src.c.thread_id, src.c.body, m.c.seq, m.c.role, m.c.received_at,
-            rank.label("rank"),
+            m.c.segment, m.c.turn_id, m.c.parent_id, rank.label("rank"),
         )
         .select_from(tenant_join(src, m, m.c.id == src.c.message_id))
         .where(cond, m.c.tenant == tenant, m.c.redacted_at.is_(None))
@@ -205,77 +205,97 @@ def search(
         hits = hits.where(m.c.thread_id == thread_id)
     if roles is not None:
         hits = hits.where(m.c.role.in_(list(roles)))
+    found = hits.cte("convmem_hits")
+    kept = sa.select(found)
     if active_path:
         assert thread_id is not None
-        found = hits.cte("convmem_hits")
-        path = _path_since(tenant, thread_id, sa.select(sa.func.min(found.c.seq)),
-                           lateral=ctx.dialect == "postgresql")
-        stmt = (
-            sa.select(found)
-            .join(path, path.c.id == found.c.message_id)
-            .order_by(found.c.rank, found.c.seq.desc())
-            .limit(limit)
-        )
+        path = _path_segments(tenant, thread_id, lateral=ctx.dialect == "postgresql")
+        kept = kept.join(path, sa.and_(
+            path.c.segment == found.c.segment, found.c.seq <= path.c.upto
+        ))
+    score: Any = found.c.rank
+    if match == "any":
+        # A turn's answer also scores what its question matched: the words that found
+        # the question found the exchange, and recall is for the answer.
+        turn = sa.func.coalesce(found.c.turn_id, sa.case(
+            (found.c.role == "user", found.c.message_id), else_=found.c.parent_id
+        ))
+        asked = sa.func.sum(
+            sa.case((found.c.role == "user", found.c.rank), else_=0.0)
+        ).over(partition_by=turn)
+        score = found.c.rank + sa.case((found.c.role == "assistant", asked), else_=0.0)
+    scored = kept.add_columns(score.label("score")).subquery("convmem_scored")
+    if match == "any" or active_path:
+        order = [scored.c.score, scored.c.seq.desc()]
+    elif ctx.dialect == "sqlite":
+        order = [scored.c.score]
     else:
-        stmt = hits.order_by(*order).limit(limit)
+        order = [scored.c.received_at.desc()]
+    stmt = sa.select(scored).order_by(*order).limit(limit)
     yield from index_queued(ctx, tenant, thread_id)
     res = yield stmt
     return [
         SearchHit(
             message_id=r.message_id, thread_id=r.thread_id, seq=r.seq, text=r.body,
             role=r.role, received_at=utc(r.received_at),
-            rank=None if r.rank is None else float(r.rank),
+            rank=None if r.score is None else float(r.score),
         )
         for r in res.all()
     ]
 
 
-def _path_since(
-    tenant: str, thread_id: str, oldest: sa.Select[Any], *, lateral: bool
-) -> sa.CTE:
-    """The thread's active path from its leaf back to the message at seq ``oldest``.
+def _path_segments(tenant: str, thread_id: str, *, lateral: bool) -> sa.CTE:
+    """The thread's active path as ``(segment, upto)`` rows: a message is on it iff
+    its segment is listed and its ``seq`` is at most ``upto`` (see ``models``).
 
-    A recursive CTE of primary-key steps (``id``, ``seq``) that stops below ``oldest``
-    (the earliest hit: nothing older can match) and whenever a parent's ``seq`` is not
-    smaller than its child's — a parent is always older, so a looping link ends the
-    walk instead of running it forever.
+    From the active leaf's segment, each step goes to the parent of the segment's
+    first message: two primary-key probes per branch point, not one per message (no
+    cut-off at the oldest hit: on SQLite it ran the match a second time, 7 ms of a
+    10,000-message thread's 14). It stops whenever a parent is not older than its
+    child, so a looping link ends the walk instead of running it forever.
     """
     t, m = THREADS, MESSAGES
     anchor = (
-        sa.select(m.c.id, m.c.parent_id, m.c.seq)
+        sa.select(m.c.segment, m.c.seq.label("upto"))
         .select_from(tenant_join(t, m, m.c.thread_id == t.c.id, m.c.id == t.c.active_leaf))
         .where(t.c.tenant == tenant, t.c.id == thread_id)
         .cte("convmem_recall_path", recursive=True)
     )
-    m2 = MESSAGES.alias("step")
-    if not lateral:  # SQLite: its planner takes the primary key for this join
+    head, parent = MESSAGES.alias("head"), MESSAGES.alias("up")
+    if not lateral:  # SQLite: its planner takes the primary key for these joins
         return anchor.union_all(
-            sa.select(m2.c.id, m2.c.parent_id, m2.c.seq)
-            .select_from(anchor.join(m2, sa.and_(
-                m2.c.tenant == tenant,  # a primary-key step within tenant and thread
-                m2.c.id == anchor.c.parent_id,
-                m2.c.thread_id == thread_id,
-                m2.c.seq < anchor.c.seq,
-            )))
-            .where(anchor.c.seq > oldest.scalar_subquery())
+            sa.select(parent.c.segment, parent.c.seq)
+            .select_from(
+                anchor.join(head, sa.and_(
+                    head.c.tenant == tenant, head.c.id == anchor.c.segment,
+                    head.c.thread_id == thread_id,
+                )).join(parent, sa.and_(
+                    parent.c.tenant == tenant, parent.c.id == head.c.parent_id,
+                    parent.c.thread_id == thread_id, parent.c.seq < head.c.seq,
+                ))
+            )
         )
-    # PostgreSQL: one primary-key probe per step, whatever the planner makes of the
-    # table: only (tenant, id) inside the LATERAL, so no other index (the thread's seq
-    # range, per step: quadratic on tables without statistics yet) can look cheaper;
-    # thread and order are checked on the row found.
+    # PostgreSQL: primary-key probes only, whatever the planner makes of the table:
+    # only (tenant, id) inside the LATERAL, so no other index (the thread's seq range,
+    # per step: quadratic on tables without statistics yet) can look cheaper; thread
+    # and order are checked on the rows found.
     step = (
-        sa.select(m2.c.id, m2.c.parent_id, m2.c.seq, m2.c.thread_id)
-        .where(m2.c.tenant == tenant, m2.c.id == anchor.c.parent_id)
+        sa.select(parent.c.segment, parent.c.seq, parent.c.thread_id,
+                  head.c.seq.label("head_seq"), head.c.thread_id.label("head_thread"))
+        .select_from(head.join(parent, sa.and_(
+            parent.c.tenant == tenant, parent.c.id == head.c.parent_id
+        )))
+        .where(head.c.tenant == tenant, head.c.id == anchor.c.segment)
         .limit(1)
         .lateral("step")
     )
     return anchor.union_all(
-        sa.select(step.c.id, step.c.parent_id, step.c.seq)
+        sa.select(step.c.segment, step.c.seq)
         .select_from(anchor.join(step, sa.true()))
         .where(
+            step.c.head_thread == thread_id,
             step.c.thread_id == thread_id,
-            step.c.seq < anchor.c.seq,
-            anchor.c.seq > oldest.scalar_subquery(),
+            step.c.seq < step.c.head_seq,
         )
     )
 

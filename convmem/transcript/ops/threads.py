@@ -55,6 +55,8 @@ def _thread_values(
         "updated_at": now,
         "retention": None if retention is None else retention.to_json(),
         "active_leaf": None,
+        "open_leaf": None,
+        "open_segment": None,
         "next_seq": 1,
         "archived_seq": 0,
         "forked_from": None,
@@ -185,7 +187,11 @@ def fork_thread(
         None if src["retention"] is None else RetentionPolicy.from_json(src["retention"]),
     )
     ids = [new_id() for _ in path]
-    values.update(forked_from=thread_id, next_seq=len(path) + 1, active_leaf=ids[-1])
+    # the copies are one chain: one segment, its last message the open leaf
+    values.update(
+        forked_from=thread_id, next_seq=len(path) + 1, active_leaf=ids[-1],
+        open_leaf=ids[-1], open_segment=ids[0],
+    )
     res = (
         yield ctx.insert(THREADS).values(**values).on_conflict_do_nothing().returning(THREADS.c.id)
     )
@@ -210,6 +216,7 @@ def fork_thread(
                 "copy_of": msg.copy_of or msg.id,
                 "turn_id": None,
                 "redacted_at": now if msg.redacted else None,
+                "segment": ids[0],
             }
         )
     yield from add_attachment_refs(ctx, tenant, attachment_refs(r["parts"] for r in rows), {})

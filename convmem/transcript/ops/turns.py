@@ -117,7 +117,7 @@ _PG_BEGIN_TURN = sa.text(
         AND m.id IN (SELECT id FROM quoted)
     FOR SHARE OF m
 ), ok AS (
-    SELECT locked.id, locked.active_leaf FROM locked
+    SELECT locked.id, locked.active_leaf, locked.open_leaf, locked.open_segment FROM locked
     WHERE (SELECT count(*) FROM intact) = (SELECT count(*) FROM quoted)
 ),""" + PG_CHAIN_CTES.format(src="ok") + """, tpl AS (
     INSERT INTO convmem_templates (tenant, sha256, text)
@@ -133,7 +133,8 @@ _PG_BEGIN_TURN = sa.text(
         CAST(:quoted_message_ids AS json)
     FROM th
 )
-SELECT (SELECT first_seq FROM th), (SELECT parent_id FROM th), EXISTS (SELECT 1 FROM locked),
+SELECT (SELECT first_seq FROM th), (SELECT parent_id FROM th), (SELECT segment FROM th),
+    EXISTS (SELECT 1 FROM locked),
     (SELECT json_agg(id) FROM quoted WHERE id NOT IN (SELECT id FROM intact))
 """
 )
@@ -186,12 +187,12 @@ def _pg_begin_turn(
         quoted_ids=json.dumps(turn["quoted_message_ids"] or []),
     )
     res = yield Alone(_PG_BEGIN_TURN, params)
-    first_seq, parent, thread_found, not_intact = res.one()
+    first_seq, parent, segment, thread_found, not_intact = res.one()
     if not thread_found:
         raise missing_thread(tenant, thread_id, incarnation)
     if first_seq is None:
         raise QuotedRedacted(sorted(not_intact or ()))
-    (msg,) = number_chain(rows, int(first_seq), parent)
+    (msg,) = number_chain(rows, int(first_seq), parent, segment)
     return msg
 
 
@@ -329,13 +330,14 @@ _PG_COMPLETE_TURN = sa.text(
     WHERE tenant = :tenant AND id = :turn_id AND thread_id = (SELECT id FROM locked)
     FOR UPDATE
 ), ok AS (
-    SELECT locked.id, locked.active_leaf FROM locked, turn
+    SELECT locked.id, locked.active_leaf, locked.open_leaf, locked.open_segment
+    FROM locked, turn
     WHERE turn.completed_at IS NULL AND turn.user_message_id = locked.active_leaf
 ),""" + PG_CHAIN_CTES.format(src="ok") + """, done AS (
     UPDATE convmem_turns AS tu SET completed_at = :now, answer_message_id = :answer_id
     FROM th WHERE tu.tenant = :tenant AND tu.thread_id = :thread_id AND tu.id = :turn_id
 )
-SELECT (SELECT first_seq FROM th), (SELECT parent_id FROM th),
+SELECT (SELECT first_seq FROM th), (SELECT parent_id FROM th), (SELECT segment FROM th),
     EXISTS (SELECT 1 FROM locked), EXISTS (SELECT 1 FROM turn),
     EXISTS (SELECT 1 FROM turn WHERE completed_at IS NOT NULL)
 """
@@ -367,7 +369,7 @@ def complete_turn_on_leaf(
     )
     params["answer_id"] = answer
     res = yield Alone(_PG_COMPLETE_TURN, params)
-    first_seq, parent, thread_found, turn_found, completed = res.one()
+    first_seq, parent, segment, thread_found, turn_found, completed = res.one()
     if not thread_found:
         raise missing_thread(tenant, thread_id, incarnation)
     if not turn_found:
@@ -376,7 +378,7 @@ def complete_turn_on_leaf(
         raise ConfigError(f"turn {turn_id!r} is already complete")
     if first_seq is None:
         return None  # another device appended meanwhile: the path decides (complete_turn)
-    return number_chain(rows, int(first_seq), parent)
+    return number_chain(rows, int(first_seq), parent, segment)
 
 
 def reconstruct_model_input(tenant: str, thread_id: str, turn_id: str) -> Op[ReconstructedInput]:
