@@ -80,6 +80,16 @@ _CLIENT_FAILURES = (redis.exceptions.RedisError, redis.exceptions.RedisClusterEx
 #: How many of our own last writes a store remembers to skip decoding them on load.
 _RECENT_SIZE = 1024
 
+#: Connections a URL-built client keeps to one server (redis-py 8's default). Its pools
+#: raise ``MaxConnectionsError`` beyond them, which would degrade a turn under mere
+#: concurrency; ours wait for a free connection (``BlockingConnectionPool``), at most
+#: ``socket_timeout``, like any other call.
+POOL_SIZE = 100
+
+#: redis-py's async cluster client cannot wait for a connection: each node may open as
+#: many as there are calls in flight (what every redis-py pool did before 8).
+_CLUSTER_ASYNC_NODE_CONNECTIONS = 2**31 - 1
+
 class _RedisStoreBase(StoreCore):
     """Shared behaviour; subclasses say how to build their sync and async clients."""
 
@@ -411,12 +421,14 @@ class RedisSessionStateStore(_RedisStoreBase):
     _async_types = (redis.asyncio.Redis,)
 
     def _new_client(self, url: str) -> redis.Redis:
-        return redis.Redis.from_url(
-            url, retry=_no_retry(), **self._client_options())
+        return redis.Redis.from_pool(redis.BlockingConnectionPool.from_url(
+            url, retry=_no_retry(), max_connections=POOL_SIZE, timeout=self.socket_timeout,
+            **self._client_options()))
 
     def _new_aclient(self, url: str) -> redis.asyncio.Redis:
-        return redis.asyncio.Redis.from_url(
-            url, retry=_no_aretry(), **self._client_options())
+        return redis.asyncio.Redis.from_pool(redis.asyncio.BlockingConnectionPool.from_url(
+            url, retry=_no_aretry(), max_connections=POOL_SIZE, timeout=self.socket_timeout,
+            **self._client_options()))
 
 
 class RedisClusterSessionStateStore(_RedisStoreBase):
@@ -433,7 +445,8 @@ class RedisClusterSessionStateStore(_RedisStoreBase):
 
     def _new_client(self, url: str) -> redis.cluster.RedisCluster:
         return redis.cluster.RedisCluster.from_url(
-            url, retry=_no_retry(), **self._client_options())
+            url, retry=_no_retry(), connection_pool_class=redis.BlockingConnectionPool,
+            max_connections=POOL_SIZE, timeout=self.socket_timeout, **self._client_options())
 
     async def _aprepare(self, client: Any) -> None:
         # redis-py's async cluster client, first used by many coroutines at once,
@@ -444,4 +457,5 @@ class RedisClusterSessionStateStore(_RedisStoreBase):
 
     def _new_aclient(self, url: str) -> redis.asyncio.cluster.RedisCluster:
         return redis.asyncio.cluster.RedisCluster.from_url(
-            url, retry=_no_aretry(), **self._client_options())
+            url, retry=_no_aretry(), max_connections=_CLUSTER_ASYNC_NODE_CONNECTIONS,
+            **self._client_options())

@@ -701,3 +701,36 @@ def test_cluster_url_must_name_database_zero() -> None:
         RedisClusterSessionStateStore("redis://127.0.0.1:7000/3")
     RedisClusterSessionStateStore("redis://127.0.0.1:7000/0")  # lazy: nothing contacted
     RedisSessionStateStore("redis://127.0.0.1:6379/3")
+
+
+@pytest.mark.redis
+@pytest.mark.cluster
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_more_concurrent_calls_than_pooled_connections_wait_for_one(
+    backend: str, mode: str, urls: dict[str, str], key_prefix: str, closing: Closing
+) -> None:
+    """redis-py 8 caps a pool at 100 connections and raises ``MaxConnectionsError``
+    beyond them: 300 turns at once on one URL-built store must wait for a connection,
+    never fail (strict) or degrade to an empty state."""
+    store = closing(STORE_CLASSES[backend](urls[backend], prefix=key_prefix, strict=True,
+                                           socket_timeout=SPEC_SOCKET_TIMEOUT))
+    threads = [f"pool-{i}" for i in range(300)]
+    if mode == "async":
+        versions = await asyncio.gather(
+            *(store.asave(TENANT, t, rich_state(), expected_version=0) for t in threads))
+        loaded = await asyncio.gather(*(store.aload(TENANT, t) for t in threads))
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def both(t: str) -> tuple[int, SessionState | None]:
+            return store.save(TENANT, t, rich_state(), expected_version=0), store.load(TENANT, t)
+
+        def all_at_once() -> list[tuple[int, SessionState | None]]:
+            with ThreadPoolExecutor(max_workers=300) as pool:
+                return list(pool.map(both, threads))
+
+        pairs = await asyncio.to_thread(all_at_once)
+        versions, loaded = [v for v, _ in pairs], [s for _, s in pairs]
+    assert len(versions) == 300 and all(s is not None for s in loaded)
+    assert store.stats.degraded == 0
