@@ -2,7 +2,7 @@
 
 For each (async source, sync target) pair below, the target is the source with
 ``async def``/``async with``/``async for`` made plain, ``await`` dropped, every method
-the source defines as ``async def aname`` renamed to ``name``, and each name in
+the source defines as ``async def aname`` (or ``_aname``) renamed to ``name`` (``_name``), and each name in
 ``RENAMES`` (the engine's plumbing twins, the ``AsyncTwins`` class) renamed to its sync
 name; no other name changes. The target starts with a line saying it is generated
 and from what.
@@ -40,8 +40,8 @@ def header(source: str) -> str:
 def unasync(text: str, source: str) -> str:
     """The sync twin of ``text`` (the async source read from ``source``)."""
     names = dict(RENAMES)
-    for name in re.findall(r"^\s*async def (a[a-z_0-9]+)\(", text, re.M):
-        names[name] = name[1:]
+    for name in re.findall(r"^\s*async def (_?a[a-z_0-9]+)\(", text, re.M):
+        names[name] = name.replace("a", "", 1)  # aname -> name, _aname -> _name
     out = re.sub(r"\basync (def|with|for)\b", r"\1", text)
     out = re.sub(r"\bawait ", "", out)
     out = re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", lambda m: names[m[1]], out)

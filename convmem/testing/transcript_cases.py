@@ -406,6 +406,31 @@ class TranscriptPathCases:
             f"branch {i}" for i in range(5)
         ]
 
+    async def test_a_new_key_costs_one_read_and_one_insert(
+        self, api: TranscriptDriver, store: TranscriptStore, tenant: str
+    ) -> None:
+        """``get_or_create_thread`` and ``bind_turn`` on a key with no thread: the read
+        that finds none, then one insert that returns the row (no upsert-then-read)."""
+        statements: list[str] = []
+
+        def count(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+            if not statement.startswith("BEGIN"):  # SQLite's write transaction
+                statements.append(statement.lstrip().split(None, 1)[0].upper())
+
+        engine = api.engine_events
+        sa.event.listen(engine, "before_cursor_execute", count)
+        try:
+            made = await api(store.get_or_create_thread, tenant, "new-key")
+            made_statements, statements[:] = list(statements), []
+            bound = await api(store.bind_turn, tenant, "another-new-key")
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", count)
+        assert made_statements == ["SELECT", "INSERT"], made_statements
+        assert statements == ["SELECT", "INSERT"], statements
+        assert bound.recent_user_messages == () and bound.thread.key == "another-new-key"
+        assert (await api(store.get_or_create_thread, tenant, "new-key")).id == made.id
+        assert (await api(store.bind_turn, tenant, "another-new-key")).thread == bound.thread
+
     # ------------------------------------------------------------ tenants
 
     async def test_every_call_is_refused_across_tenants(

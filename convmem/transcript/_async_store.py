@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 
 import sqlalchemy as sa
 
-from convmem.errors import ConfigError
+from convmem.errors import ConfigError, TranscriptUnavailable
 from convmem.transcript import ops
 from convmem.transcript.document import ImportLimits
 from convmem.transcript.engine import Content, ImportSource, Progress, StoreEngine, collided
@@ -79,15 +79,34 @@ class AsyncTwins(StoreEngine):
         metadata: Mapping[str, Any] | None = None,
     ) -> Thread:
         """The one thread of ``tenant`` for the application's ``key`` (any string):
-        one read when it exists (the common case), an upsert when it does not."""
+        one read when it exists (the common case), one insert when it does not."""
         found = await self._arun(ops.find_thread(tenant, key))
-        if found is not None:
-            return found
-        return await self._arun(
-            ops.get_or_create_thread(
-                self._ctx, tenant, key, owner=owner, title=title, metadata=metadata
-            ),
-            write=True,
+        return found or await self._acreate_keyed(tenant, key, owner, title, metadata)
+
+    async def _acreate_keyed(
+        self,
+        tenant: str,
+        key: str,
+        owner: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Thread:
+        """Create the key's thread, found missing just now; when another writer created
+        it meanwhile, theirs (committed before our insert gave way, so a read finds it).
+        A few tries: the thread may also be deleted again between the two."""
+        for _ in range(3):
+            made = await self._arun(
+                ops.get_or_create_thread(
+                    self._ctx, tenant, key, owner=owner, title=title, metadata=metadata
+                ),
+                write=True,
+            )
+            found = made or await self._arun(ops.find_thread(tenant, key))
+            if found is not None:
+                return found
+        raise TranscriptUnavailable(
+            f"the thread for key {key!r} was created and deleted again while it was "
+            "being created: try again"
         )
 
     async def afind_thread(self, tenant: str, key: str) -> Thread | None:
@@ -103,8 +122,8 @@ class AsyncTwins(StoreEngine):
         ``recent`` user messages (what the turn's block may quote). One read when the
         thread exists."""
         found = await self._arun(ops.bind_turn(tenant, key, recent))
-        if found is None:
-            return TurnBinding(await self.aget_or_create_thread(tenant, key), ())
+        if found is None:  # a new key: a new thread has no user messages yet
+            return TurnBinding(await self._acreate_keyed(tenant, key), ())
         return TurnBinding(found[0], tuple(found[1]))
 
     async def aget_thread(self, tenant: str, thread_id: str) -> Thread:

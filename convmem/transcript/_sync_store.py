@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 import sqlalchemy as sa
 
-from convmem.errors import ConfigError
+from convmem.errors import ConfigError, TranscriptUnavailable
 from convmem.transcript import ops
 from convmem.transcript.document import ImportLimits
 from convmem.transcript.engine import Content, ImportSource, Progress, StoreEngine, collided
@@ -80,15 +80,34 @@ class SyncTwins(StoreEngine):
         metadata: Mapping[str, Any] | None = None,
     ) -> Thread:
         """The one thread of ``tenant`` for the application's ``key`` (any string):
-        one read when it exists (the common case), an upsert when it does not."""
+        one read when it exists (the common case), one insert when it does not."""
         found = self._run(ops.find_thread(tenant, key))
-        if found is not None:
-            return found
-        return self._run(
-            ops.get_or_create_thread(
-                self._ctx, tenant, key, owner=owner, title=title, metadata=metadata
-            ),
-            write=True,
+        return found or self._create_keyed(tenant, key, owner, title, metadata)
+
+    def _create_keyed(
+        self,
+        tenant: str,
+        key: str,
+        owner: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Thread:
+        """Create the key's thread, found missing just now; when another writer created
+        it meanwhile, theirs (committed before our insert gave way, so a read finds it).
+        A few tries: the thread may also be deleted again between the two."""
+        for _ in range(3):
+            made = self._run(
+                ops.get_or_create_thread(
+                    self._ctx, tenant, key, owner=owner, title=title, metadata=metadata
+                ),
+                write=True,
+            )
+            found = made or self._run(ops.find_thread(tenant, key))
+            if found is not None:
+                return found
+        raise TranscriptUnavailable(
+            f"the thread for key {key!r} was created and deleted again while it was "
+            "being created: try again"
         )
 
     def find_thread(self, tenant: str, key: str) -> Thread | None:
@@ -104,8 +123,8 @@ class SyncTwins(StoreEngine):
         ``recent`` user messages (what the turn's block may quote). One read when the
         thread exists."""
         found = self._run(ops.bind_turn(tenant, key, recent))
-        if found is None:
-            return TurnBinding(self.get_or_create_thread(tenant, key), ())
+        if found is None:  # a new key: a new thread has no user messages yet
+            return TurnBinding(self._create_keyed(tenant, key), ())
         return TurnBinding(found[0], tuple(found[1]))
 
     def get_thread(self, tenant: str, thread_id: str) -> Thread:
