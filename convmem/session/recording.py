@@ -157,6 +157,8 @@ class RecordFlows(TurnFlows):
         binding = self._bound_here(thread_id, question, message_id, edit)
         if binding is None:
             binding, loaded = yield from self._bind_flow(thread_id)
+            # read just now: nothing there is an empty state, not a reason to read again
+            loaded = loaded or SessionState()
 
         def side(new: SessionState, started: Clarification | TurnContext) -> Alongside | None:
             record = self._note_turn(thread_id, new, full_text, edit, binding)

@@ -601,3 +601,18 @@ def test_regenerated_answer_carries_the_turn(
     assert edited.turn_id is None
     with pytest.raises(ValueError, match="not assistant"):
         t.regenerate("th", question.id, "An answer.")
+
+
+def test_a_recorded_turn_loads_its_state_once(make: Any, transcript: TranscriptStore) -> None:
+    """The state is read with the record's binding; on a new key it is not there, and
+    that answer stands: the turn does not read the store a second time to find out."""
+    from tests.core.test_session import CountingStore
+
+    store = CountingStore()
+    t = make(transcript, store)
+    t.begin_turn("fresh", "Pull up Brightwater Farms.", message_id="m1", today=TODAY,
+                 model_call=CALL)
+    assert store.loads == 1
+    t.end_turn("fresh", answer="Brightwater Farms: 12 open orders.")
+    t.begin_turn("fresh", "And their rep?", message_id="m2", today=TODAY, model_call=CALL)
+    assert store.loads == 2
