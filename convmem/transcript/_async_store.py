@@ -96,7 +96,7 @@ class AsyncTwins(StoreEngine):
         A few tries: the thread may also be deleted again between the two."""
         for _ in range(3):
             made = await self._arun(
-                ops.get_or_create_thread(
+                ops.create_thread_for_key(
                     self._ctx, tenant, key, owner=owner, title=title, metadata=metadata
                 ),
                 write=True,

@@ -109,9 +109,9 @@ from convmem.transcript.ops.redaction import (
 )
 from convmem.transcript.ops.threads import (
     create_thread,
+    create_thread_for_key,
     find_thread,
     fork_thread,
-    get_or_create_thread,
     get_thread,
     list_threads,
     set_retention,
@@ -160,6 +160,7 @@ __all__ = [
     "content_key",
     "corrupt_links",
     "create_thread",
+    "create_thread_for_key",
     "delete_thread",
     "drop_attachment_refs",
     "edge",
@@ -171,7 +172,6 @@ __all__ = [
     "get_attachment",
     "get_message",
     "get_messages",
-    "get_or_create_thread",
     "get_thread",
     "index_batch",
     "index_queued",

@@ -488,25 +488,21 @@ def number_chain(
     return [to_message(r) for r in rows]
 
 
-def chain_segment(th: Mapping[str, Any], parent: str | None, first_id: str) -> str:
-    """The segment of a chain whose first message is ``first_id``, going under
-    ``parent`` in the thread row ``th`` (locked): the open leaf's segment when it goes
-    under the open leaf, else its own."""
-    if parent is not None and parent == th["open_leaf"] and th["open_segment"] is not None:
-        return str(th["open_segment"])
-    return first_id
-
-
-def moved_open_leaf(
-    th: Mapping[str, Any], parent: str | None, rows: Sequence[JSONDict], segment: str,
-    *, move_leaf: bool,
-) -> tuple[str | None, str | None]:
-    """The thread's ``(open_leaf, open_segment)`` after the chain: its last message when
-    it continued the open leaf or becomes the active leaf, else as it was (a chain under
-    any other message leaves the open leaf childless)."""
-    if move_leaf or (parent is not None and parent == th["open_leaf"]):
-        return rows[-1]["id"], segment
-    return th["open_leaf"], th["open_segment"]
+def chain_segment(
+    th: Mapping[str, Any], parent: str | None, rows: Sequence[JSONDict], *, move_leaf: bool
+) -> tuple[str, str | None, str | None]:
+    """A chain under ``parent`` in the locked thread row ``th``: its segment, and the
+    thread's ``(open_leaf, open_segment)`` after it. Under the open leaf it continues
+    that segment and its last message is the open leaf; anywhere else it starts its own
+    segment, and its last message is the open leaf only when it becomes the active leaf
+    (the old open leaf, still childless, is forgotten: a later chain under it starts a
+    segment, which is always correct). ``PG_CHAIN_CTES`` says the same in SQL."""
+    if parent is not None and parent == th["open_leaf"]:
+        return th["open_segment"], rows[-1]["id"], th["open_segment"]
+    segment = rows[0]["id"]
+    if move_leaf:
+        return segment, rows[-1]["id"], segment
+    return segment, th["open_leaf"], th["open_segment"]
 
 
 #: Split a thread's messages into segments when they were written without them (an
@@ -592,8 +588,7 @@ def insert_chain(
         # SQLite: the write transaction (BEGIN IMMEDIATE) is the lock; statements are cheap.
         th = yield from lock_thread(tenant, thread_id, incarnation)
         parent = th["active_leaf"] if isinstance(parent_id, ActiveLeaf) else parent_id
-        segment = chain_segment(th, parent, rows[0]["id"])
-        open_leaf, open_segment = moved_open_leaf(th, parent, rows, segment, move_leaf=move_leaf)
+        segment, open_leaf, open_segment = chain_segment(th, parent, rows, move_leaf=move_leaf)
         res = yield (
             _TAKE_SEQ[move_leaf],
             {

@@ -159,14 +159,12 @@ def search(
             vector = sa.func.to_tsvector(_SIMPLE, s.c.body)
             cond = vector.op("@@")(tsq)
             rank = -sa.func.ts_rank_cd(vector, tsq)  # higher is better: negated
-        order: list[Any] = [sa.literal_column("rank"), m.c.seq.desc()]
     elif ctx.dialect == "sqlite":
         q = fts_query(query)
         if not q:
             return []
         cond = s.c.body.match(q)
         rank = sa.literal_column("rank")
-        order = [sa.literal_column("rank")]
     else:
         if not query.strip():
             return []
@@ -174,7 +172,6 @@ def search(
             sa.func.plainto_tsquery(_SIMPLE, query)
         )
         rank = sa.null()
-        order = [m.c.received_at.desc()]
     src: Any = s
     if ctx.dialect == "postgresql":
         # The match alone first (MATERIALIZED: through the GIN index, whatever the
@@ -225,6 +222,7 @@ def search(
         ).over(partition_by=turn)
         score = found.c.rank + sa.case((found.c.role == "assistant", asked), else_=0.0)
     scored = kept.add_columns(score.label("score")).subquery("convmem_scored")
+    order: list[Any]
     if match == "any" or active_path:
         order = [scored.c.score, scored.c.seq.desc()]
     elif ctx.dialect == "sqlite":

@@ -116,7 +116,7 @@ _CREATE_KEYED = {
 }
 
 
-def get_or_create_thread(
+def create_thread_for_key(
     ctx: Ctx,
     tenant: str,
     key: str,
