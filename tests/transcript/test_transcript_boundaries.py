@@ -129,6 +129,10 @@ def test_path_reads_stay_in_the_tenants_thread(api: Api, transcript: TranscriptS
         fork = api.fork_thread(owner, th.id, mine.id)
         assert [m.text for m in api.active_path(owner, fork.id)] == ["mine"]
         assert [m.copy_of for m in api.active_path(owner, fork.id)] == [mine.id]
+        # recall's path (segments) steps through parents by (tenant, id) too
+        hits = api.search(owner, "mine secret another", thread_id=th.id, match="any",
+                          active_path=True)
+        assert [h.message_id for h in hits] == [mine.id]
     assert [m.text for m in api.active_path(victim, vt.id)] == ["the victim's secret"]
 
 
@@ -169,6 +173,23 @@ def test_reads_over_a_stored_cycle_end(api: Api, transcript: TranscriptStore) ->
             within(60, lambda n=name, a=args: getattr(api, n)(*a))
     url = transcript.engine.url.render_as_string(hide_password=False)
     assert within(60, lambda: cli_main(["threads", "--db", url, "--tenant", owner, "show", th.id])) == 1
+
+
+@pytest.mark.parametrize("leaf", ["first", "second"])
+def test_path_search_over_a_stored_cycle_ends(
+    api: Api, transcript: TranscriptStore, leaf: str
+) -> None:
+    """Recall's path is found by segments (one step per branch point): a loop planted in
+    the links ends the walk, from either end, with only the thread's own messages."""
+    owner = new_tenant()
+    th = api.create_thread(owner)
+    first, second = api.append(owner, th.id, [user("zebu question"), bot("zebu answer")])
+    plant_parent(transcript, owner, first.id, second.id)  # a loop: first → second → first
+    api.set_active_leaf(owner, th.id, first.id if leaf == "first" else second.id)
+    hits = within(60, lambda: api.search(owner, "zebu", thread_id=th.id, match="any",
+                                         active_path=True))
+    found = {h.message_id for h in hits}
+    assert found == ({first.id} if leaf == "first" else {first.id, second.id})
 
 
 # --------------------------------------------------------------------------- finding 8
