@@ -206,7 +206,7 @@ def _only_once(answer: Callable[[ops.Step], T]) -> Callable[[ops.Step], T]:
     return once
 
 
-#: How the async store runs an operation that is one ``Alone`` statement on PostgreSQL
+#: How the store (sync and async) runs an operation that is one ``Alone`` statement on PostgreSQL
 #: (the agent turn's three: bind, commit points 1 and 2): ``"psycopg"``, on psycopg's
 #: own connection taken from under the pool, prepared (``_DriverAlone``);
 #: ``"sqlalchemy"``, through SQLAlchemy's ``Connection`` like any other statement.
@@ -285,13 +285,14 @@ class DriverStatement:
 
 
 class _DriverAlone:
-    """Runs an ``Alone`` statement on psycopg's ``AsyncConnection`` itself, checked out of
-    the async engine's pool (its hung-up check, size and timeout apply): autocommit for
-    the statement, a prepared statement (``prepare=True``; one parse per connection,
-    not per call), the rows as ``Rows``. A
-    driver error is raised as the ``sqlalchemy.exc`` error SQLAlchemy would raise for
-    it, so callers map it as before; a connection the error broke, or a call cancelled
-    midway, is discarded, never pooled again."""
+    """Runs an ``Alone`` statement on psycopg's connection itself (``Connection`` for the
+    sync engine, ``AsyncConnection`` for the async one), checked out of the engine's
+    pool (its hung-up check, size and timeout apply): autocommit for the statement, a
+    prepared statement (``prepare=True``; one parse per connection, not per call), the
+    rows as ``Rows``. A driver error is raised as the ``sqlalchemy.exc`` error
+    SQLAlchemy would raise for it, so callers map it as before; a connection the error
+    broke, or a call cancelled midway, is discarded, never pooled again. ``run`` and
+    ``arun`` differ only in awaiting."""
 
     def __init__(self) -> None:
         import psycopg  # the postgres extra: only a PostgreSQL store gets here
@@ -299,25 +300,65 @@ class _DriverAlone:
         self._error: type[Exception] = psycopg.Error
         self._statements: dict[int, tuple[Any, DriverStatement]] = {}
 
-    def _statement(self, statement: Any, dialect: sa.Dialect) -> DriverStatement:
-        found = self._statements.get(id(statement))
-        if found is None or found[0] is not statement:
+    def _prepared(self, engine: sa.Engine, step: ops.Step) -> tuple[DriverStatement, dict[str, Any], bool | None]:
+        """The compiled statement, its parameters, and psycopg's ``prepare``: prepared
+        once per pooled connection; an unpooled one (another loop's) is used once, so
+        it keeps psycopg's default (prepare after a few runs)."""
+        assert isinstance(step, ops.Alone)
+        found = self._statements.get(id(step.statement))
+        if found is None or found[0] is not step.statement:
             if len(self._statements) >= 64:  # not module constants after all: stay small
                 self._statements.clear()
-            found = self._statements[id(statement)] = (statement, DriverStatement(statement, dialect))
-        return found[1]
+            found = self._statements[id(step.statement)] = (
+                step.statement, DriverStatement(step.statement, engine.dialect))
+        stmt = found[1]
+        return stmt, stmt.params(step.params), None if isinstance(engine.pool, NullPool) else True
 
-    async def __call__(self, engine: AsyncEngine, step: ops.Step) -> Rows:
-        assert isinstance(step, ops.Alone)
-        stmt = self._statement(step.statement, engine.dialect)
-        params = stmt.params(step.params)
-        # prepared once per pooled connection; an unpooled one (another loop's) is used
-        # once, so it keeps psycopg's default (prepare after a few runs)
-        prepare = None if isinstance(engine.sync_engine.pool, NullPool) else True
+    def _connect_failed(self, exc: Exception) -> sa.exc.StatementError:
+        """Connecting failed: the error ``engine.connect()`` raises for it."""
+        return sa.exc.DBAPIError.instance(None, None, exc, self._error)
+
+    def _failed(self, stmt: DriverStatement, params: Any, exc: Exception,
+                pooled: bool) -> sa.exc.StatementError:
+        """The statement failed: the error SQLAlchemy raises for it (invalidated, unless
+        the connection went back to the pool)."""
+        return sa.exc.DBAPIError.instance(stmt.sql, params, exc, self._error,
+                                          connection_invalidated=not pooled)
+
+    def run(self, engine: sa.Engine, step: ops.Step) -> Rows:
+        stmt, params, prepare = self._prepared(engine, step)
+        try:
+            fairy = engine.raw_connection()
+        except self._error as exc:
+            raise self._connect_failed(exc) from exc
+        pooled = False
+        try:
+            conn = fairy.driver_connection
+            assert conn is not None
+            try:
+                conn.autocommit = True
+                with conn.cursor() as cur:
+                    cur.execute(stmt.sql, params, prepare=prepare)
+                    described = cur.description  # built anew on each read: once
+                    rows = cur.fetchall() if described else []
+                    keys = [c.name for c in described or ()]
+                conn.autocommit = False
+                pooled = True
+            except self._error as exc:
+                if not (conn.closed or conn.broken):
+                    conn.autocommit = False
+                    pooled = True
+                raise self._failed(stmt, params, exc, pooled) from exc
+            return Rows(keys, rows)
+        finally:
+            (fairy.close if pooled else fairy.invalidate)()
+
+    async def arun(self, engine: AsyncEngine, step: ops.Step) -> Rows:
+        stmt, params, prepare = self._prepared(engine.sync_engine, step)
         try:
             fairy = await engine.raw_connection()
-        except self._error as exc:  # connecting failed: as ``engine.connect()`` says it
-            raise sa.exc.DBAPIError.instance(None, None, exc, self._error) from exc
+        except self._error as exc:
+            raise self._connect_failed(exc) from exc
         pooled = False
         try:
             conn = fairy.driver_connection
@@ -326,27 +367,26 @@ class _DriverAlone:
                 await conn.set_autocommit(True)
                 async with conn.cursor() as cur:
                     await cur.execute(stmt.sql, params, prepare=prepare)
-                    rows = await cur.fetchall() if cur.description else []
-                    keys = [c.name for c in cur.description or ()]
+                    described = cur.description  # built anew on each read: once
+                    rows = await cur.fetchall() if described else []
+                    keys = [c.name for c in described or ()]
                 await conn.set_autocommit(False)
                 pooled = True
             except self._error as exc:
                 if not (conn.closed or conn.broken):
                     await conn.set_autocommit(False)
                     pooled = True
-                raise sa.exc.DBAPIError.instance(
-                    stmt.sql, params, exc, self._error,
-                    connection_invalidated=not pooled) from exc
+                raise self._failed(stmt, params, exc, pooled) from exc
             return Rows(keys, rows)
         finally:
             await greenlet_spawn(fairy.close if pooled else fairy.invalidate)
 
 
-def _cursor_listeners(engine: AsyncEngine) -> bool:
+def _cursor_listeners(engine: sa.Engine) -> bool:
     """Whether something watches the engine's cursor events (a test, OpenTelemetry's
     SQLAlchemy instrumentation): then every statement goes through SQLAlchemy, so it
     sees them all."""
-    dispatch = engine.sync_engine.dispatch
+    dispatch = engine.dispatch
     return bool(dispatch.before_cursor_execute) or bool(dispatch.after_cursor_execute)
 
 
@@ -411,10 +451,12 @@ class StoreEngine:
         if self.dialect == "sqlite":
             _sqlite_setup(self._unpooled.sync_engine)
         self._pool_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-        # async PostgreSQL only: SQLite and the sync engine keep SQLAlchemy's connection
-        self._driver_alone = (
+        # PostgreSQL over psycopg only (SQLite, or an engine given on another driver,
+        # keeps SQLAlchemy's connection); one per engine, each caching its compilations
+        self._driver_alone, self._adriver_alone = (
             _DriverAlone() if alone_driver == "psycopg" and self.dialect == "postgresql"
-            and self.async_engine.dialect.driver == "psycopg" else None
+            and engine.dialect.driver == "psycopg" else None
+            for engine in (self.engine, self.async_engine)
         )
 
     # ------------------------------------------------------------ plumbing
@@ -430,6 +472,10 @@ class StoreEngine:
         if isinstance(first, Done):
             return first.value
         try:
+            if self._driver_alone is not None and self._alone(first.request) \
+                    and not _cursor_listeners(self.engine):
+                run = self._driver_alone.run
+                return drive(op, _only_once(lambda step: run(self.engine, step)), started=first)
             with self.engine.connect() as conn:
                 answer = _answer(conn.execute)
                 if self._alone(first.request):
@@ -480,10 +526,10 @@ class StoreEngine:
             return first.value
         try:
             engine = await self._aengine()
-            if self._driver_alone is not None and self._alone(first.request) \
-                    and not _cursor_listeners(engine):
-                run = self._driver_alone
-                return await adrive(op, _only_once(lambda step: run(engine, step)), started=first)
+            if self._adriver_alone is not None and self._alone(first.request) \
+                    and not _cursor_listeners(engine.sync_engine):
+                arun = self._adriver_alone.arun
+                return await adrive(op, _only_once(lambda step: arun(engine, step)), started=first)
             async with engine.connect() as conn:
                 answer = _aanswer(conn.execute)
                 if self._alone(first.request):

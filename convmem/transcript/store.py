@@ -39,12 +39,12 @@ class TranscriptStore(SyncTwins, AsyncTwins):
     (three per agent turn), so concurrent turns beyond the pool queue for it rather
     than opening connections (docs/scaling.md). An engine passed in keeps its own pool.
 
-    On PostgreSQL the async twins run an operation that is one statement (binding a
-    turn, its two commit points, an append to the active leaf) on psycopg's connection
+    On PostgreSQL both twins run an operation that is one statement (binding a turn,
+    its two commit points, an append to the active leaf) on psycopg's connection
     itself, checked out of the same pool, as a prepared statement: the same SQL and
     errors at less client CPU. ``alone_driver="sqlalchemy"`` sends those through
-    SQLAlchemy too (as happens anyway while something listens to the async engine's
-    cursor events).
+    SQLAlchemy too (as happens anyway while something listens to the engine's cursor
+    events, or when an engine passed in uses another driver).
     """
 
 

@@ -124,7 +124,8 @@ def test_an_alone_step_must_be_the_whole_operation(postgres_url: str) -> None:
         store.engine.dispose()
 
 
-# ---------------------------------------------------------------- the async hot path's driver
+
+# ---------------------------------------------------------------- the hot path's driver
 
 
 async def _migrated(url: Any, **options: Any) -> TranscriptStore:
@@ -138,71 +139,93 @@ def _turn_input(question: str) -> tuple[NewMessage, ModelInput]:
                                                                  system_prompt="sys")
 
 
-async def _two_turns(store: TranscriptStore, tenant: str) -> list[Any]:
+async def _twin(store: TranscriptStore, name: str, *args: Any, sync: bool, **kw: Any) -> Any:
+    """The store's sync twin ``name`` or its async twin ``a<name>``, called."""
+    if sync:
+        return getattr(store, name)(*args, **kw)
+    return await getattr(store, "a" + name)(*args, **kw)
+
+
+async def _two_turns(store: TranscriptStore, tenant: str, *, sync: bool = False) -> list[Any]:
     """Bind, commit point 1, commit point 2, twice; what each returned, ids left out."""
     seen: list[Any] = []
     for n in (1, 2):
-        binding = await store.abind_turn(tenant, "key")
+        binding = await _twin(store, "bind_turn", tenant, "key", sync=sync)
         user, model_input = _turn_input(f"question {n}")
-        tr = await store.abegin_turn_record(tenant, binding.thread.id, user, model_input,
-                                            incarnation=binding.thread.incarnation)
-        out = await store.acomplete_turn(tenant, tr.thread_id, tr.turn_id,
-                                         [NewMessage(role="assistant", content=f"answer {n}")],
-                                         incarnation=binding.thread.incarnation)
+        tr = await _twin(store, "begin_turn_record", tenant, binding.thread.id, user,
+                         model_input, incarnation=binding.thread.incarnation, sync=sync)
+        out = await _twin(store, "complete_turn", tenant, tr.thread_id, tr.turn_id,
+                          [NewMessage(role="assistant", content=f"answer {n}")],
+                          incarnation=binding.thread.incarnation, sync=sync)
         seen.append(([u["parts"] for u in binding.recent_user_messages],
                      tr.user_message.seq, tr.user_message.parts,
                      [(m.seq, m.role, m.parts, m.turn_id == tr.turn_id) for m in out]))
-    path = await store.aactive_path(tenant, binding.thread.id)
+    path = await _twin(store, "active_path", tenant, binding.thread.id, sync=sync)
     seen.append([(m.seq, m.role, m.parts) for m in path])
     return seen
 
 
+TWINS = pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+
+
+@TWINS
 @pytest.mark.parametrize("alone_driver", ["psycopg", "sqlalchemy"])
-async def test_the_async_hot_path_reads_and_writes_alike_on_either_driver(
-    postgres_url: str, alone_driver: Any, monkeypatch: pytest.MonkeyPatch
+async def test_the_hot_path_reads_and_writes_alike_on_either_driver(
+    postgres_url: str, alone_driver: Any, sync: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The turn's statements give the same records on psycopg's connection as through
-    SQLAlchemy; the default runs them as prepared statements on the driver."""
+    SQLAlchemy; the default runs them as prepared statements on the driver, from the
+    sync twins as from the async ones."""
     prepared: list[bool] = []
-    execute = psycopg.AsyncCursor.execute
+    cursor = psycopg.Cursor if sync else psycopg.AsyncCursor
+    execute = cursor.execute
 
-    async def spy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+    def seen(query: Any, kw: Mapping[str, Any]) -> None:
         if "convmem_threads" in str(query):
             prepared.append(kw.get("prepare") is True)
+
+    def spy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        seen(query, kw)
+        return execute(self, query, params, **kw)
+
+    async def aspy(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        seen(query, kw)
         return await execute(self, query, params, **kw)
 
-    monkeypatch.setattr(psycopg.AsyncCursor, "execute", spy)
+    monkeypatch.setattr(cursor, "execute", spy if sync else aspy)
     store = await _migrated(postgres_url, alone_driver=alone_driver)
     tenant = f"hot-{uuid.uuid4().hex[:8]}"
     try:
-        seen = await _two_turns(store, tenant)
+        turns = await _two_turns(store, tenant, sync=sync)
     finally:
         await store.aclose()
-    assert seen[0][0] == [] and seen[1][0] == [[{"kind": "text", "text": "question 1"}]]
-    assert [s[1] for s in seen[:2]] == [1, 3]
-    assert [(seq, role, ours) for seq, role, _, ours in seen[1][3]] == [(4, "assistant", True)]
-    assert [(seq, role) for seq, role, _ in seen[2]] == [
+    assert turns[0][0] == [] and turns[1][0] == [[{"kind": "text", "text": "question 1"}]]
+    assert [s[1] for s in turns[:2]] == [1, 3]
+    assert [(seq, role, ours) for seq, role, _, ours in turns[1][3]] == [(4, "assistant", True)]
+    assert [(seq, role) for seq, role, _ in turns[2]] == [
         (1, "user"), (2, "assistant"), (3, "user"), (4, "assistant")]
     # bind and both commit points: 6 statements, each prepared only on the driver path
-    # (aget_or_create_thread's first read too, and its insert through SQLAlchemy)
+    # (get_or_create_thread's first read too, and its insert through SQLAlchemy)
     on_driver = alone_driver == "psycopg"
     assert prepared.count(True) == (7 if on_driver else 0), prepared
 
 
-async def test_both_drivers_give_equal_records(postgres_url: str) -> None:
+async def test_both_drivers_and_both_twins_give_equal_records(postgres_url: str) -> None:
     results = []
     for alone_driver in ("psycopg", "sqlalchemy"):
-        store = await _migrated(postgres_url, alone_driver=alone_driver)
-        try:
-            results.append(await _two_turns(store, f"eq-{uuid.uuid4().hex[:8]}"))
-        finally:
-            await store.aclose()
-    assert results[0] == results[1]
+        for sync in (False, True):
+            store = await _migrated(postgres_url, alone_driver=alone_driver)
+            try:
+                results.append(await _two_turns(store, f"eq-{uuid.uuid4().hex[:8]}", sync=sync))
+            finally:
+                await store.aclose()
+    assert all(r == results[0] for r in results[1:])
 
 
+@TWINS
 @pytest.mark.parametrize("alone_driver", ["psycopg", "sqlalchemy"])
 async def test_the_hot_path_raises_the_same_errors_on_either_driver(
-    postgres_url: str, alone_driver: Any
+    postgres_url: str, alone_driver: Any, sync: bool
 ) -> None:
     """A missing thread, a deleted incarnation, a completed turn, a lock the statement
     cannot get (``TranscriptUnavailable``; the connection then serves the next call)."""
@@ -212,38 +235,46 @@ async def test_the_hot_path_raises_the_same_errors_on_either_driver(
     user, model_input = _turn_input("q")
     try:
         with pytest.raises(ThreadNotFound, match="not found"):
-            await store.abegin_turn_record(tenant, "no-such-thread", user, model_input)
-        binding = await store.abind_turn(tenant, "key")
+            await _twin(store, "begin_turn_record", tenant, "no-such-thread", user,
+                        model_input, sync=sync)
+        binding = await _twin(store, "bind_turn", tenant, "key", sync=sync)
         th = binding.thread
-        tr = await store.abegin_turn_record(tenant, th.id, user, model_input)
-        await store.acomplete_turn(tenant, th.id, tr.turn_id, [NewMessage(role="assistant",
-                                                                         content="a")])
+        tr = await _twin(store, "begin_turn_record", tenant, th.id, user, model_input,
+                         sync=sync)
+        answer = [NewMessage(role="assistant", content="a")]
+        await _twin(store, "complete_turn", tenant, th.id, tr.turn_id, answer, sync=sync)
         with pytest.raises(ConfigError, match="already complete"):
-            await store.acomplete_turn(tenant, th.id, tr.turn_id, [NewMessage(
-                role="assistant", content="again")])
+            await _twin(store, "complete_turn", tenant, th.id, tr.turn_id, answer, sync=sync)
         # another session holds the thread row: the statement's lock times out
-        async with await psycopg.AsyncConnection.connect(libpq_url(postgres_url)) as other:
-            await other.execute("SELECT 1 FROM convmem_threads WHERE id = %s FOR UPDATE",
-                                (th.id,))
+        with psycopg.Connection.connect(libpq_url(postgres_url)) as other:
+            other.execute("SELECT 1 FROM convmem_threads WHERE id = %s FOR UPDATE", (th.id,))
             with pytest.raises(TranscriptUnavailable, match="lock"):
-                await store.abegin_turn_record(tenant, th.id, user, model_input)
-        again = await store.abegin_turn_record(tenant, th.id, user, model_input)
+                await _twin(store, "begin_turn_record", tenant, th.id, user, model_input,
+                            sync=sync)
+        again = await _twin(store, "begin_turn_record", tenant, th.id, user, model_input,
+                            sync=sync)
         assert again.user_message.seq == 3  # the refused calls wrote nothing
-        await store.adelete_thread(tenant, th.id)
+        await _twin(store, "delete_thread", tenant, th.id, sync=sync)
         with pytest.raises(ThreadDeleted):
-            await store.abegin_turn_record(tenant, th.id, user, model_input,
-                                           incarnation=th.incarnation)
-        async with store.async_engine.connect() as conn:  # the pooled connection is sane
-            assert (await conn.execute(sa.text("SHOW transaction_isolation"))).scalar() \
-                == "read committed"
-            raw = await conn.get_raw_connection()
-            assert raw.driver_connection is not None
-            assert raw.driver_connection.autocommit is False
+            await _twin(store, "begin_turn_record", tenant, th.id, user, model_input,
+                        incarnation=th.incarnation, sync=sync)
+        # the pooled connection is sane: read committed, out of autocommit
+        if sync:
+            with store.engine.connect() as conn:
+                level = conn.execute(sa.text("SHOW transaction_isolation")).scalar()
+                driver = conn.connection.driver_connection
+        else:
+            async with store.async_engine.connect() as aconn:
+                level = (await aconn.execute(sa.text("SHOW transaction_isolation"))).scalar()
+                driver = (await aconn.get_raw_connection()).driver_connection
+        assert level == "read committed"
+        assert driver is not None and driver.autocommit is False
     finally:
         await store.aclose()
 
 
-async def test_cursor_listeners_see_every_statement(postgres_url: str) -> None:
+@TWINS
+async def test_cursor_listeners_see_every_statement(postgres_url: str, sync: bool) -> None:
     """While something watches the engine's cursor events, the hot path goes through
     SQLAlchemy, so instrumentation misses none of it."""
     store = await _migrated(postgres_url)
@@ -252,14 +283,15 @@ async def test_cursor_listeners_see_every_statement(postgres_url: str) -> None:
     def record(_conn: Any, _cur: Any, statement: str, *_rest: Any) -> None:
         seen.append(statement.split()[0])
 
-    engine = store.async_engine.sync_engine
+    engine = store.engine if sync else store.async_engine.sync_engine
     sa.event.listen(engine, "before_cursor_execute", record)
     try:
-        binding = await store.abind_turn(f"obs-{uuid.uuid4().hex[:8]}", "key")
+        binding = await _twin(store, "bind_turn", f"obs-{uuid.uuid4().hex[:8]}", "key",
+                              sync=sync)
         seen.clear()
         user, model_input = _turn_input("q")
-        await store.abegin_turn_record(binding.thread.tenant, binding.thread.id, user,
-                                       model_input)
+        await _twin(store, "begin_turn_record", binding.thread.tenant, binding.thread.id,
+                    user, model_input, sync=sync)
     finally:
         sa.event.remove(engine, "before_cursor_execute", record)
         await store.aclose()
