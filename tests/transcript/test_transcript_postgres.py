@@ -125,6 +125,56 @@ def test_an_alone_step_must_be_the_whole_operation(postgres_url: str) -> None:
 
 
 
+def test_commit_point_one_reads_only_the_quoted_messages(postgres_url: str) -> None:
+    """Checking that the quoted messages are intact probes each by its key, whatever
+    the thread's or the tenant's length and the planner's statistics (it scanned them:
+    a cost of commit point 1 that grew with the conversation). Here the statistics say
+    a thread holds about one message (many short threads), the case that misled it."""
+    store = TranscriptStore(postgres_url, retention=FOREVER)
+    store.migrate()
+    tenant = f"probe-{uuid.uuid4().hex[:8]}"
+    try:
+        with store.engine.begin() as conn:  # 3,000 other tenants' threads of two messages
+            conn.execute(sa.text(
+                "INSERT INTO convmem_threads (tenant, id, created_at, updated_at, next_seq,"
+                " archived_seq) SELECT :p || g, 't' || g, now(), now(), 3, 0"
+                " FROM generate_series(1, 3000) AS g"), {"p": f"{tenant}-other-"})
+            conn.execute(sa.text(
+                "INSERT INTO convmem_messages (tenant, id, thread_id, seq, role, received_at,"
+                " visibility, segment) SELECT :p || g, 'm' || s, 't' || g, s, 'user', now(),"
+                " 'visible', 'm1' FROM generate_series(1, 3000) AS g, generate_series(1, 2) AS s"),
+                {"p": f"{tenant}-other-"})
+        th, other = store.create_thread(tenant), store.create_thread(tenant)
+        said = store.append(tenant, th.id, [NewMessage(role="user", content=f"m{i}")
+                                            for i in range(300)])
+        store.append(tenant, other.id, [NewMessage(role="user", content=f"o{i}")
+                                        for i in range(300)])
+        quoted = [said[0].id, said[-1].id]
+        user, _ = _turn_input("q")
+        op = ops.begin_turn_record(store._ctx, tenant, th.id, user, ModelInput(
+            rendered_block="block", quoted_message_ids=quoted))
+        step = next(op)
+        assert isinstance(step, ops.Alone)
+        read = sa.text("SELECT seq_tup_read + idx_tup_fetch FROM pg_stat_xact_user_tables "
+                       "WHERE relid = 'convmem_messages'::regclass")
+        with store.engine.connect() as conn:
+            conn.execute(sa.text("ANALYZE convmem_messages"))
+            conn.commit()
+            with conn.begin() as tx:  # run, count the rows it read, roll back
+                before = conn.execute(read).scalar_one()
+                *_, last = conn.execute(step.statement, step.params).all()
+                rows_read = conn.execute(read).scalar_one() - before
+                tx.rollback()
+            with conn.begin() as tx:  # the plan, for the failure message
+                sql = step.statement.compile(dialect=store.engine.dialect)
+                plan = conn.exec_driver_sql("EXPLAIN ANALYZE " + str(sql),
+                                            sql.construct_params(step.params)).scalars().all()
+                tx.rollback()
+        assert last[3] is True and last[4] is None  # the thread was there, both intact
+        assert rows_read <= 2 * len(quoted), "\n".join([str(rows_read), *plan])
+    finally:
+        store.engine.dispose()
+
 # ---------------------------------------------------------------- the hot path's driver
 
 

@@ -104,7 +104,9 @@ def bind_turn(tenant: str, key: str, recent: int) -> Op[tuple[Thread, list[JSOND
 # Commit point 1 on PostgreSQL in ONE statement (``Alone``: one round trip, no
 # BEGIN/COMMIT): lock the thread row, then the messages the model input quotes that
 # are still intact (``FOR SHARE`` after the thread's lock, as redaction takes them: a
-# redaction committed meanwhile is seen, the row re-read); only if all are (``ok``)
+# redaction committed meanwhile is seen, the row re-read; one primary-key probe per
+# quoted id, the thread compared after it: with the thread in the probe, a planner
+# that thinks a thread holds one row scans the thread instead); only if all are (``ok``)
 # the chain of ``_PG_INSERT_CHAIN`` for the user message, then the template (once per
 # tenant and text) and the turn row (they select from ``th``). The last row says
 # which: the first number, whether the thread was there, the quoted ids not intact.
@@ -112,10 +114,11 @@ _PG_BEGIN_TURN = sa.text(
     "WITH" + PG_LOCK_CTE + """, quoted AS (
     SELECT DISTINCT q.id FROM json_array_elements_text(CAST(:quoted_ids AS json)) AS q(id)
 ), intact AS (
-    SELECT m.id FROM convmem_messages AS m, locked
-    WHERE m.tenant = :tenant AND m.thread_id = locked.id AND m.redacted_at IS NULL
-        AND m.id IN (SELECT id FROM quoted)
-    FOR SHARE OF m
+    SELECT m.id FROM locked, quoted CROSS JOIN LATERAL (
+        SELECT m.id, m.thread_id FROM convmem_messages AS m
+        WHERE m.tenant = :tenant AND m.id = quoted.id AND m.redacted_at IS NULL
+        FOR SHARE) AS m
+    WHERE m.thread_id = locked.id
 ), ok AS (
     SELECT locked.id, locked.active_leaf, locked.open_leaf, locked.open_segment FROM locked
     WHERE (SELECT count(*) FROM intact) = (SELECT count(*) FROM quoted)
