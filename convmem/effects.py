@@ -22,17 +22,23 @@ first request (``Next``) or its value (``Done``) before it is driven, for a driv
 that chooses how to answer by what is asked first (the transcript store runs a lone
 statement outside a transaction); ``drive(flow, handle, started=...)`` goes on from it.
 
-``together(*effects)`` is one effect made of several independent calls: the async
-driver awaits them concurrently (one wait on I/O instead of one per call, e.g. the
-session state's save and the record's commit point 1), the sync one makes them in
-turn. Each call's failure is its own: the result holds, per call, its value or the
-exception it raised (``Failed``), for the flow to take apart with ``value_of``.
+``together(*effects)`` is one effect made of several independent calls, so their waits
+on I/O overlap (one wait instead of one per call, e.g. the session state's save and the
+record's commit point 1): the async driver awaits them concurrently; the sync one makes
+the first on the calling thread and each other one meanwhile on a helper thread (in a
+copy of the caller's context), or after it when no helper was free to start it. Each
+call's failure is its own: the result holds, per call, its value or the exception it
+raised (``Failed``), for the flow to take apart with ``value_of``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import os
+import threading
 from collections.abc import Awaitable, Callable, Generator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -111,8 +117,40 @@ async def _aoutcome(effect: Effect[Any]) -> Any:
         return Failed(exc)
 
 
+#: Threads that make a sync ``together``'s later calls while the caller makes its first
+#: (a call waits on a server, so a few threads serve many concurrent turns).
+_HELPERS = 16
+_helpers: ThreadPoolExecutor | None = None
+_helpers_lock = threading.Lock()
+
+
+def _helper_pool() -> ThreadPoolExecutor:
+    global _helpers
+    with _helpers_lock:
+        if _helpers is None:
+            _helpers = ThreadPoolExecutor(_HELPERS, thread_name_prefix="convmem-together")
+        return _helpers
+
+
+def _forget_helpers() -> None:
+    """In a forked child: the parent's helper threads are not there."""
+    global _helpers, _helpers_lock
+    _helpers, _helpers_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helpers)
+
+
 def _run_all(*effects: Effect[Any]) -> tuple[Any, ...]:
-    return tuple(_outcome(e) for e in effects)
+    if len(effects) < 2:
+        return tuple(_outcome(e) for e in effects)
+    pool = _helper_pool()
+    later = [pool.submit(contextvars.copy_context().run, _outcome, e) for e in effects[1:]]
+    first = _outcome(effects[0])
+    # a call no helper has started yet is made here instead: never slower than in turn
+    return (first, *(_outcome(e) if f.cancel() else f.result()
+                     for e, f in zip(effects[1:], later, strict=True)))
 
 
 async def _arun_all(*effects: Effect[Any]) -> tuple[Any, ...]:
@@ -120,8 +158,9 @@ async def _arun_all(*effects: Effect[Any]) -> tuple[Any, ...]:
 
 
 def together(*effects: Effect[Any]) -> Effect[tuple[Any, ...]]:
-    """Independent calls as one effect: awaited concurrently by ``aperform``, made in
-    turn by ``perform``; the result has, per call in order, its value or ``Failed``."""
+    """Independent calls as one effect, their waits overlapping: awaited concurrently by
+    ``aperform``; by ``perform``, the first on this thread and the others on helper
+    threads meanwhile. The result has, per call in order, its value or ``Failed``."""
     return Effect(_run_all, _arun_all, effects)
 
 

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextvars
+import os
+import threading
 from collections.abc import Generator
+from concurrent.futures import Future
+from typing import Any
 
 import pytest
 
+from convmem import effects
 from convmem.effects import (
     Done,
     Effect,
+    Failed,
     Flow,
     Next,
     adrive,
@@ -18,6 +25,8 @@ from convmem.effects import (
     drive,
     perform,
     start,
+    together,
+    value_of,
 )
 
 
@@ -157,3 +166,83 @@ async def test_a_refusal_of_a_later_request_is_thrown_into_the_flow_at_its_yield
             else:
                 drive(flow, only_the_first, started=first)
         assert log == ["closed"]
+
+
+# ---------------------------------------------------------------- together
+
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("CALLER", default="none")
+
+
+class Meeting:
+    """Sync calls that return only once both have started (a barrier), and say on which
+    thread and in which context each ran."""
+
+    def __init__(self) -> None:
+        self.barrier = threading.Barrier(2, timeout=5)
+
+    def meet(self, name: str) -> tuple[str, bool, str]:
+        if name == "broken":
+            raise ValueError("broken call")
+        self.barrier.wait()
+        return name, threading.current_thread() is threading.main_thread(), CALLER.get()
+
+    async def ameet(self, name: str) -> tuple[str, bool, str]:
+        return name, True, CALLER.get()
+
+
+def meeting(m: Meeting, *names: str) -> Flow[tuple[Any, ...]]:
+    return (yield from do(together(*(call(m.meet, m.ameet, n) for n in names))))
+
+
+def test_the_sync_driver_makes_a_together_s_calls_at_once() -> None:
+    """The first on the calling thread, the other meanwhile on a helper thread in the
+    caller's context: each returns only once both have started."""
+    token = CALLER.set("turn 7")
+    try:
+        first, second = perform(meeting(Meeting(), "save", "commit"))
+    finally:
+        CALLER.reset(token)
+    assert value_of(first) == ("save", True, "turn 7")
+    assert value_of(second) == ("commit", False, "turn 7")
+
+
+def test_a_together_s_calls_fail_each_on_their_own_in_the_sync_driver() -> None:
+    m = Meeting()
+    m.barrier = threading.Barrier(1)  # nobody to wait for
+    first, second = perform(meeting(m, "broken", "commit"))
+    assert isinstance(first, Failed) and str(first.error) == "broken call"
+    assert value_of(second)[0] == "commit"
+    with pytest.raises(ValueError, match="broken call"):
+        value_of(first)
+
+
+def test_a_call_no_helper_started_is_made_on_the_calling_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """All helpers busy: the caller makes the later call itself once the first is done."""
+
+    class Busy:
+        def submit(self, *_args: Any) -> Future[Any]:
+            return Future()  # queued, never started
+
+    monkeypatch.setattr(effects, "_helper_pool", Busy)
+    m = Meeting()
+    m.barrier = threading.Barrier(1)
+    first, second = perform(meeting(m, "save", "commit"))
+    assert value_of(first)[:2] == ("save", True) and value_of(second)[:2] == ("commit", True)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+def test_a_forked_child_starts_its_own_helpers() -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    perform(meeting(Meeting(), "save", "commit"))  # the parent's helpers exist
+    pid = os.fork()
+    if pid == 0:  # the child: its together still meets, on a helper of its own
+        try:
+            _, second = perform(meeting(Meeting(), "save", "commit"))
+            os._exit(0 if value_of(second)[1] is False else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
