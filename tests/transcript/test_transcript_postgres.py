@@ -6,6 +6,8 @@ import asyncio
 import re
 import shutil
 import subprocess
+import threading
+import time
 import uuid
 import warnings
 from collections.abc import Mapping
@@ -351,3 +353,51 @@ async def test_cursor_listeners_see_every_statement(postgres_url: str, sync: boo
 def test_an_unknown_alone_driver_is_refused(postgres_url: str) -> None:
     with pytest.raises(ConfigError, match="alone_driver must be 'psycopg' or 'sqlalchemy'"):
         TranscriptStore(postgres_url, retention=FOREVER, alone_driver="asyncpg")  # type: ignore[arg-type]
+
+
+def test_a_redaction_waits_for_an_indexer_that_read_the_text_before_it(
+    postgres_url: str,
+) -> None:
+    """An indexer has read a queued message's text and holds its queue row when the
+    message is redacted: the redaction waits for it, then removes what it indexed (it
+    took the queue row after the search rows, so the indexed text stayed searchable)."""
+    store = TranscriptStore(postgres_url, retention=FOREVER, search_index="deferred")
+    store.migrate()
+    tenant = f"race-{uuid.uuid4().hex[:8]}"
+    secret = f"secret{uuid.uuid4().hex[:8]}"
+    th = store.create_thread(tenant)
+    (msg,) = store.append(tenant, th.id, NewMessage(role="user", content=f"card {secret}"))
+    indexer = ops.index_batch(store._ctx, tenant, 10)
+    redacted: list[Any] = []
+    try:
+        with store.engine.connect() as conn:
+
+            def answer(step: Any) -> Any:
+                return conn.execute(*step) if isinstance(step, tuple) else conn.execute(step)
+
+            tx = conn.begin()
+            step = indexer.send(None)  # the queued rows, locked, with the message's text
+            step = indexer.send(answer(step))  # it has read the text: next, the insert
+            redaction = threading.Thread(target=lambda: redacted.append(store.redact(
+                tenant, th.id, msg.id, actor="dpo", reason="request")))
+            redaction.start()
+            waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type"
+                              " = 'Lock' AND datname = current_database()")
+            with store.engine.connect() as watch:
+                deadline = time.monotonic() + 20
+                while not watch.execute(waiting).scalar() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    watch.rollback()
+            with pytest.raises(StopIteration):  # the indexer indexes what it read, commits
+                while True:
+                    step = indexer.send(answer(step))
+            tx.commit()
+        redaction.join(30)
+        assert redacted and redacted[0].message_ids == (msg.id,)
+        with store.engine.connect() as conn:
+            bodies = conn.execute(sa.text("SELECT body FROM convmem_search WHERE tenant = :t"),
+                                  {"t": tenant}).scalars().all()
+        assert [b for b in bodies if secret in b] == []
+        assert store.search(tenant, secret) == []
+    finally:
+        store.engine.dispose()

@@ -196,12 +196,14 @@ def redact(
             )
         )
     removed = yield from drop_attachment_refs(tenant, refs)
-    yield sa.delete(SEARCH).where(SEARCH.c.tenant == tenant, SEARCH.c.message_id.in_(ids))
+    # the queue's rows first: an indexer holding one (it read the text before this
+    # redaction) is waited for, so the row it indexes is there for the next delete
     yield sa.delete(INDEX_QUEUE).where(
         INDEX_QUEUE.c.tenant == tenant,
         INDEX_QUEUE.c.thread_id.in_(threads),
         INDEX_QUEUE.c.message_id.in_(ids),
     )
+    yield sa.delete(SEARCH).where(SEARCH.c.tenant == tenant, SEARCH.c.message_id.in_(ids))
     res = yield sa.select(TURNS).where(TURNS.c.tenant == tenant, TURNS.c.thread_id.in_(threads))
     turn_ids: list[str] = []
     for t in res.mappings().all():
