@@ -9,10 +9,10 @@ no message row is shared between threads. Every table carries ``tenant`` so ever
 query can be scoped without a join. The search index (``convmem_search``) is an
 FTS5 virtual table on SQLite and a plain table with a GIN index on PostgreSQL, so it
 is declared here as a Core table and created by the migrations, never by
-``create_all``. With ``search_index="deferred"`` a message's search text goes to
-``convmem_index_queue`` instead (a plain table, no full-text index: revision 0004)
-and moves into the index at the next search of its tenant or thread, or by
-``index_pending``. The schema changes only through ``convmem/transcript/migrations``.
+``create_all``. With ``search_index="deferred"`` a message is listed in
+``convmem_index_queue`` instead (a plain table of keys, no full-text index: revisions
+0004 and 0006), and its search text, read from the message then, goes into the index
+at the next search of its tenant or thread, or by ``index_pending``. The schema changes only through ``convmem/transcript/migrations``.
 
 Ids are namespaced by tenant (revision 0003): every primary key is ``(tenant, id)``
 and every link to a thread is ``(tenant, thread_id)``, so another tenant's id is
@@ -193,17 +193,18 @@ class RedactionRow(_ThreadContent, table=True):
 
 
 class IndexQueueRow(SQLModel, table=True):
-    """A message's search text not indexed yet (``search_index="deferred"``): written on
-    the turn without the full-text index's cost, moved into it by the next search of
-    its tenant or thread, or by ``index_pending``. Keyed by thread, so a search, a
-    deletion or a redaction finds a thread's rows by the key."""
+    """A message whose search text is not indexed yet (``search_index="deferred"``):
+    listed on the turn without the full-text index's cost, and indexed (its text read
+    from the message then) by the next search of its tenant or thread, or by
+    ``index_pending``. A key, not a copy of the text (revision 0006): the turn writes
+    the text once, and erasure has no second copy to find. Keyed by thread, so a
+    search, a deletion or a redaction finds a thread's rows by the key."""
 
     __tablename__ = "convmem_index_queue"
 
     tenant: str = Field(primary_key=True, max_length=200)
     thread_id: str = Field(primary_key=True, max_length=64)
     message_id: str = Field(primary_key=True, max_length=64)
-    body: str = Field(sa_type=sa.Text)
 
 
 def _table(model: type[SQLModel]) -> sa.Table:

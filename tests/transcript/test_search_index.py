@@ -52,24 +52,22 @@ def deferred(
     asyncio.run(s.aclose())
 
 
-def _rows(store: TranscriptStore, table: str, tenant: str) -> list[tuple[str, str, str]]:
-    """(thread_id, message_id, body) of ``tenant``'s rows in ``table``."""
+def _rows(store: TranscriptStore, sql: str, tenant: str) -> list[tuple[Any, ...]]:
     with store.engine.connect() as conn:
-        return [
-            (r.thread_id, r.message_id, r.body)
-            for r in conn.execute(
-                sa.text(f"SELECT thread_id, message_id, body FROM {table} WHERE tenant = :t"),
-                {"t": tenant},
-            )
-        ]
+        return [tuple(r) for r in conn.execute(sa.text(sql), {"t": tenant})]
 
 
-def queued(store: TranscriptStore, tenant: str) -> list[tuple[str, str, str]]:
-    return _rows(store, "convmem_index_queue", tenant)
+def queued(store: TranscriptStore, tenant: str) -> list[tuple[Any, ...]]:
+    """(thread_id, message_id) of ``tenant``'s queued rows: keys, the text stays in the
+    message."""
+    return _rows(store, "SELECT thread_id, message_id FROM convmem_index_queue "
+                        "WHERE tenant = :t", tenant)
 
 
-def indexed(store: TranscriptStore, tenant: str) -> list[tuple[str, str, str]]:
-    return _rows(store, "convmem_search", tenant)
+def indexed(store: TranscriptStore, tenant: str) -> list[tuple[Any, ...]]:
+    """(thread_id, message_id, body) of ``tenant``'s indexed rows."""
+    return _rows(store, "SELECT thread_id, message_id, body FROM convmem_search "
+                        "WHERE tenant = :t", tenant)
 
 
 def user(text: str) -> NewMessage:
@@ -106,11 +104,11 @@ def test_search_sees_every_message_whatever_wrote_it(store: TranscriptStore, ten
     assert len(everything) == len(written) + 3 + len(written)
     if store.search_index == "deferred":
         assert indexed(store, tenant) == []
-        assert {m for _, m, _ in queued(store, tenant)} == everything
+        assert {m for _, m in queued(store, tenant)} == everything
         # a thread's search indexes that thread's rows only
         hits = store.search(tenant, "zebra", thread_id=fork.id, limit=100)
         assert {h.message_id for h in hits} == in_threads[fork.id]
-        assert {m for _, m, _ in queued(store, tenant)} == everything - in_threads[fork.id]
+        assert {m for _, m in queued(store, tenant)} == everything - in_threads[fork.id]
     else:
         assert queued(store, tenant) == []
     hits = asyncio.run(store.asearch(tenant, "zebra", limit=100))
@@ -219,13 +217,16 @@ def test_erasure_reaches_queued_rows(deferred: TranscriptStore, tenant: str) -> 
     th = store.create_thread(tenant)
     (q, a) = store.append(tenant, th.id, [user(f"my card is {secret}"), bot("noted")])
     fork = store.fork_thread(tenant, th.id, a.id)  # copies, queued as well
-    assert sum(secret in body for _, _, body in queued(store, tenant)) == 2
+    copy = next(m.id for m in store.tree(tenant, fork.id).messages if m.text == q.text)
+    assert {q.id, copy} <= {m for _, m in queued(store, tenant)}
 
     def anywhere() -> list[str]:
-        return [b for _, _, b in queued(store, tenant) + indexed(store, tenant) if secret in b]
+        return [b for _, _, b in indexed(store, tenant) if secret in b]
 
     receipt = store.redact(tenant, th.id, q.id, actor="dpo", reason="request")
     assert len(receipt.message_ids) == 2  # the message and its copy in the fork
+    assert {q.id, copy}.isdisjoint(m for _, m in queued(store, tenant))
+    store.index_pending(tenant)
     assert anywhere() == []
     assert store.search(tenant, secret) == []
     # deletion and the retention sweep take a thread's queued rows with it
@@ -237,7 +238,7 @@ def test_erasure_reaches_queued_rows(deferred: TranscriptStore, tenant: str) -> 
     store.set_retention(tenant, old.id, RetentionPolicy(max_age=timedelta(days=1), owner="x"))
     later = store.get_thread(tenant, old.id).updated_at + timedelta(days=2)
     assert store.sweep(tenant, dry_run=False, now=later).expired == ((tenant, old.id),)
-    assert {t for t, _, _ in queued(store, tenant)} <= {th.id, fork.id}
+    assert {t for t, _ in queued(store, tenant)} <= {th.id, fork.id}
     store.delete_thread(tenant, fork.id)
     store.delete_thread(tenant, th.id)
     assert queued(store, tenant) == [] and indexed(store, tenant) == []

@@ -5,7 +5,8 @@
 incarnation, and a model input written without quote links is still erased by the
 renderer's forms of the question. 0003 → 0004: the search index's queue, which a
 deferred store writes to and a downgrade indexes before it goes. 0004 → 0005: segments
-split a branched thread so that search's active path is the tree's, for every leaf. Keep
+split a branched thread so that search's active path is the tree's, for every leaf.
+0005 → 0006: the queue keeps keys, not text; both ways index what is queued. Keep
 them all when adding revisions.
 """
 
@@ -61,7 +62,7 @@ def _fill_first_revision(store: TranscriptStore, tenant: str) -> str:
 
 def _check_head(store: TranscriptStore, tenant: str, tid: str) -> None:
     store.migrate()
-    assert current_revision(store.engine) == head_revision() == "0005"
+    assert current_revision(store.engine) == head_revision() == "0006"
     path = store.active_path(tenant, tid)
     assert [m.text for m in path] == ["legacy zebra", "ok"]
     assert path[0].received_at.isoformat() == "2024-05-01T12:00:00.123456+00:00"
@@ -192,8 +193,8 @@ def test_third_revision_upgrades_to_0004_and_back(unmigrated_store: TranscriptSt
 
     tid = _fill_first_revision(unmigrated_store, "mig4")
     unmigrated_store.migrate("0003")
-    unmigrated_store.migrate()  # this code writes 0005's columns: the way back passes 0004
-    assert current_revision(unmigrated_store.engine) == "0005"
+    unmigrated_store.migrate()  # this code writes 0006's queue: the way back passes 0004
+    assert current_revision(unmigrated_store.engine) == "0006"
     url = unmigrated_store.engine.url
     deferred = TranscriptStore(url, retention=FOREVER, search_index="deferred")
     try:
@@ -245,7 +246,7 @@ def test_fourth_revision_upgrades_to_0005_and_back(unmigrated_store: TranscriptS
         columns = {c["name"] for c in sa.inspect(conn).get_columns("convmem_messages")}
     assert "segment" not in columns
     store.migrate()
-    assert current_revision(store.engine) == "0005"
+    assert current_revision(store.engine) == "0006"
     with store.engine.connect() as conn:
         segments = conn.execute(sa.text(
             "SELECT count(DISTINCT segment), count(*) FROM convmem_messages WHERE tenant = :t"
@@ -266,3 +267,58 @@ def _bot(text: str) -> NewMessage:
 def _assert_search_sees_the_path(store: TranscriptStore, tenant: str, tid: str) -> None:
     hits = store.search(tenant, "zebu", thread_id=tid, match="any", active_path=True, limit=100)
     assert sorted(h.message_id for h in hits) == sorted(m.id for m in store.active_path(tenant, tid))
+
+
+# ------------------------------------------------------------------ revision 0006
+
+
+def test_fifth_revision_upgrades_to_0006_and_back(unmigrated_store: TranscriptStore) -> None:
+    """0006 queues keys, not text. Going back to 0005 indexes what is queued (not a
+    redacted message), so 0005's code finds an empty queue with its ``body`` column;
+    coming up again indexes what 0005's code queued with its text."""
+    from alembic import command
+
+    from convmem.transcript.migrate import alembic_config
+
+    store, tenant = unmigrated_store, "mig6"
+    store.migrate()
+    deferred = TranscriptStore(store.engine.url, retention=FOREVER, search_index="deferred")
+    try:
+        th = deferred.create_thread(tenant)
+        kept, gone = deferred.append(tenant, th.id, [store_message("queued okapi"),
+                                                     _bot("secret okapi")])
+        deferred.redact(tenant, th.id, gone.id, actor="test", reason="test")
+        with deferred.engine.connect() as conn:
+            queued = conn.execute(sa.text("SELECT message_id FROM convmem_index_queue "
+                                          "WHERE tenant = :t"), {"t": tenant}).scalars().all()
+        assert queued == [kept.id]  # the redaction took its row off the queue
+    finally:
+        deferred.engine.dispose()
+    with store.engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0005")
+    with store.engine.connect() as conn:
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("convmem_index_queue")}
+        assert "body" in columns
+        assert conn.execute(sa.text("SELECT count(*) FROM convmem_index_queue")).scalar() == 0
+        indexed = conn.execute(sa.text("SELECT message_id, body FROM convmem_search "
+                                       "WHERE tenant = :t"), {"t": tenant}).all()
+        assert [tuple(r) for r in indexed] == [(kept.id, "queued okapi")]
+    inline = TranscriptStore(store.engine.url, retention=FOREVER, search_index="inline")
+    try:
+        (late,) = inline.append(tenant, th.id, _bot("late okapi"))
+    finally:
+        inline.engine.dispose()
+    with store.engine.begin() as conn:  # queued as 0005's code queues it: the text itself
+        conn.execute(sa.text("DELETE FROM convmem_search WHERE message_id = :m"),
+                     {"m": late.id})
+        conn.execute(sa.text("INSERT INTO convmem_index_queue (tenant, thread_id, message_id,"
+                             " body) VALUES (:t, :th, :m, 'late okapi')"),
+                     {"t": tenant, "th": th.id, "m": late.id})
+    store.migrate()
+    assert current_revision(store.engine) == "0006"
+    with store.engine.connect() as conn:
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("convmem_index_queue")}
+        assert "body" not in columns
+        assert conn.execute(sa.text("SELECT count(*) FROM convmem_index_queue")).scalar() == 0
+    hits = store.search(tenant, "okapi", match="any", limit=10)
+    assert sorted(h.message_id for h in hits) == sorted([kept.id, late.id])

@@ -75,8 +75,8 @@ _TAKE_SEQ = {
     for move in (False, True)
 }
 _INSERT_MESSAGES = sa.insert(MESSAGES)
-#: Where ``insert_message_rows`` writes search text, by ``Ctx.search_index``.
-_INSERT_SEARCH = {"inline": sa.insert(SEARCH), "deferred": sa.insert(INDEX_QUEUE)}
+_INSERT_SEARCH = sa.insert(SEARCH)
+_INSERT_QUEUED = sa.insert(INDEX_QUEUE)
 
 
 def missing_thread(tenant: str, thread_id: str, incarnation: str | None = None) -> ThreadNotFound:
@@ -290,8 +290,11 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
     if rows:
         yield (_INSERT_MESSAGES, rows[0] if len(rows) == 1 else list(rows))
     search = _search_rows(rows)
+    if search and ctx.search_index == "deferred":  # the keys: the text is read when indexed
+        search = [{k: s[k] for k in ("tenant", "thread_id", "message_id")} for s in search]
     if search:
-        yield (_INSERT_SEARCH[ctx.search_index], search[0] if len(search) == 1 else search)
+        insert = _INSERT_QUEUED if ctx.search_index == "deferred" else _INSERT_SEARCH
+        yield (insert, search[0] if len(search) == 1 else search)
 
 
 #: The chain's CTEs after the lock: ``{src}`` names the CTE holding the locked
@@ -299,7 +302,8 @@ def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
 #: says where the chain goes, ``th`` hands out the numbers and the segment (the open
 #: leaf's when the chain goes under it, else a new one named by the chain's first
 #: message: see ``models``), ``msg`` and ``search`` insert. Commit points 1 and 2 add their own CTEs to the same statement.
-#: The search text goes to the index (``:search``) or to its queue (``:search_queue``):
+#: The search text goes to the index (``:search``), or the message's key to the queue
+#: (``:search_queue``, its text read from the message when it is indexed):
 #: ``pg_chain_params`` fills the one ``Ctx.search_index`` names and leaves the other
 #: ``[]``, so both modes share one statement text (and one prepared plan).
 PG_CHAIN_CTES = """
@@ -338,10 +342,9 @@ under AS (
     FROM th CROSS JOIN json_to_recordset(CAST(:search AS json)) AS s(
         message_id text, body text)
 ), search_queue AS (
-    INSERT INTO convmem_index_queue (tenant, thread_id, message_id, body)
-    SELECT :tenant, :thread_id, s.message_id, s.body
-    FROM th CROSS JOIN json_to_recordset(CAST(:search_queue AS json)) AS s(
-        message_id text, body text)
+    INSERT INTO convmem_index_queue (tenant, thread_id, message_id)
+    SELECT :tenant, :thread_id, q.id
+    FROM th CROSS JOIN json_array_elements_text(CAST(:search_queue AS json)) AS q(id)
 )"""
 
 #: Lock the thread row (only the bound incarnation of it, when there is one).
@@ -453,10 +456,10 @@ def pg_chain_params(
         }
         for r in rows
     ]
-    search = json.dumps(
-        [{"message_id": s["message_id"], "body": s["body"]} for s in _search_rows(rows)]
-    )
+    searched = _search_rows(rows)
     queued = search_index == "deferred"
+    search = json.dumps([s["message_id"] for s in searched] if queued else
+                        [{"message_id": s["message_id"], "body": s["body"]} for s in searched])
     follow = isinstance(parent_id, ActiveLeaf)
     return {
         "thread_id": thread_id,
