@@ -18,7 +18,7 @@ import json
 import os
 import tempfile
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, BinaryIO, Literal, TypeVar
 
@@ -292,7 +292,7 @@ class _DriverAlone:
     rows as ``Rows``. A driver error is raised as the ``sqlalchemy.exc`` error
     SQLAlchemy would raise for it, so callers map it as before; a connection the error
     broke, or a call cancelled midway, is discarded, never pooled again. ``run`` and
-    ``arun`` differ only in awaiting."""
+    ``arun`` differ only in awaiting (``_on_driver``)."""
 
     def __init__(self) -> None:
         import psycopg  # the postgres extra: only a PostgreSQL store gets here
@@ -325,6 +325,25 @@ class _DriverAlone:
         return sa.exc.DBAPIError.instance(stmt.sql, params, exc, self._error,
                                           connection_invalidated=not pooled)
 
+    def _on_driver(self, conn: Any, stmt: DriverStatement, params: Any,
+                   prepare: bool | None) -> Generator[Any, Any, Rows]:
+        """The statement on psycopg's connection, autocommitted, written once: each
+        driver call is yielded, its value sent back (``run``) or awaited (``arun``). A
+        driver error is raised as SQLAlchemy's, invalidated unless the connection is
+        left out of autocommit and fit for the pool."""
+        try:
+            yield conn.set_autocommit(True)
+            cur = yield conn.execute(stmt.sql, params, prepare=prepare)
+            described = cur.description  # built anew on each read: once
+            rows = (yield cur.fetchall()) if described else []
+            yield conn.set_autocommit(False)
+        except self._error as exc:
+            fit = not (conn.closed or conn.broken)
+            if fit:
+                yield conn.set_autocommit(False)
+            raise self._failed(stmt, params, exc, pooled=fit) from exc
+        return Rows([c.name for c in described or ()], rows)
+
     def run(self, engine: sa.Engine, step: ops.Step) -> Rows:
         stmt, params, prepare = self._prepared(engine, step)
         try:
@@ -333,23 +352,13 @@ class _DriverAlone:
             raise self._connect_failed(exc) from exc
         pooled = False
         try:
-            conn = fairy.driver_connection
-            assert conn is not None
-            try:
-                conn.autocommit = True
-                with conn.cursor() as cur:
-                    cur.execute(stmt.sql, params, prepare=prepare)
-                    described = cur.description  # built anew on each read: once
-                    rows = cur.fetchall() if described else []
-                    keys = [c.name for c in described or ()]
-                conn.autocommit = False
-                pooled = True
-            except self._error as exc:
-                if not (conn.closed or conn.broken):
-                    conn.autocommit = False
-                    pooled = True
-                raise self._failed(stmt, params, exc, pooled) from exc
-            return Rows(keys, rows)
+            rows = drive(self._on_driver(fairy.driver_connection, stmt, params, prepare),
+                         _as_is)
+            pooled = True
+            return rows
+        except sa.exc.DBAPIError as exc:
+            pooled = not exc.connection_invalidated
+            raise
         finally:
             (fairy.close if pooled else fairy.invalidate)()
 
@@ -359,27 +368,25 @@ class _DriverAlone:
             fairy = await engine.raw_connection()
         except self._error as exc:
             raise self._connect_failed(exc) from exc
-        pooled = False
+        pooled = False  # and so a call cancelled midway is discarded
         try:
-            conn = fairy.driver_connection
-            assert conn is not None
-            try:
-                await conn.set_autocommit(True)
-                async with conn.cursor() as cur:
-                    await cur.execute(stmt.sql, params, prepare=prepare)
-                    described = cur.description  # built anew on each read: once
-                    rows = await cur.fetchall() if described else []
-                    keys = [c.name for c in described or ()]
-                await conn.set_autocommit(False)
-                pooled = True
-            except self._error as exc:
-                if not (conn.closed or conn.broken):
-                    await conn.set_autocommit(False)
-                    pooled = True
-                raise self._failed(stmt, params, exc, pooled) from exc
-            return Rows(keys, rows)
+            rows = await adrive(self._on_driver(fairy.driver_connection, stmt, params,
+                                                prepare), _awaited)
+            pooled = True
+            return rows
+        except sa.exc.DBAPIError as exc:
+            pooled = not exc.connection_invalidated
+            raise
         finally:
             await greenlet_spawn(fairy.close if pooled else fairy.invalidate)
+
+
+def _as_is(value: T) -> T:
+    return value
+
+
+async def _awaited(call: Awaitable[T]) -> T:
+    return await call
 
 
 def _cursor_listeners(engine: sa.Engine) -> bool:

@@ -401,3 +401,41 @@ def test_a_redaction_waits_for_an_indexer_that_read_the_text_before_it(
         assert store.search(tenant, secret) == []
     finally:
         store.engine.dispose()
+
+
+async def test_a_hot_path_call_cancelled_midway_discards_its_connection(
+    postgres_url: str,
+) -> None:
+    """Cancelled while its statement waits for a lock: the connection is closed, not
+    pooled mid-statement; the next call gets a new one and works."""
+    store = await _migrated(postgres_url, pool_size=1, max_overflow=0)
+    tenant = f"cancel-{uuid.uuid4().hex[:8]}"
+    user, model_input = _turn_input("q")
+
+    async def pooled_backend() -> int:
+        async with store.async_engine.connect() as conn:
+            return int((await conn.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one())
+
+    waiting = ("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+               " AND datname = current_database()")
+    try:
+        th = (await store.abind_turn(tenant, "key")).thread
+        before = await pooled_backend()
+        with psycopg.Connection.connect(libpq_url(postgres_url)) as other, \
+                psycopg.Connection.connect(libpq_url(postgres_url), autocommit=True) as watch:
+            other.execute("SELECT 1 FROM convmem_threads WHERE id = %s FOR UPDATE", (th.id,))
+            call = asyncio.create_task(store.abegin_turn_record(tenant, th.id, user, model_input))
+            for _ in range(1000):
+                row = watch.execute(waiting).fetchone()
+                if row is not None and row[0]:
+                    break
+                await asyncio.sleep(0.01)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+        assert store.async_engine.sync_engine.pool.checkedout() == 0
+        assert await pooled_backend() != before
+        again = await store.abegin_turn_record(tenant, th.id, user, model_input)
+        assert again.user_message.role == "user"
+    finally:
+        await store.aclose()
