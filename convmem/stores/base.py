@@ -122,7 +122,11 @@ class StoreStats:
 
 @runtime_checkable
 class SessionStateStore(Protocol):
-    """Where session state lives between turns (a cache: losing it costs one repeated question)."""
+    """Where session state lives between turns (a cache: losing it costs one repeated question).
+
+    The sync methods may be called on a helper thread, while the caller's thread writes
+    the record (``convmem.effects.together``), so they must not depend on the thread
+    they run on."""
 
     def load(self, tenant: str, thread_id: str) -> SessionState | None: ...
 
