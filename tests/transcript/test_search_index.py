@@ -242,3 +242,48 @@ def test_erasure_reaches_queued_rows(deferred: TranscriptStore, tenant: str) -> 
     store.delete_thread(tenant, fork.id)
     store.delete_thread(tenant, th.id)
     assert queued(store, tenant) == [] and indexed(store, tenant) == []
+
+
+def test_the_indexer_reads_each_queued_message_in_its_own_tenant(
+    deferred: TranscriptStore, tenant: str
+) -> None:
+    """The queue holds keys, and ids are per tenant: a thread imported with its ids
+    (its text changed) into a tenant whose name holds separators is queued under the
+    same message ids. Each tenant's index gets its own message's text, by the
+    every-tenant sweep and by a search's drain alike; a redaction in one leaves the
+    other's copy indexed."""
+    store, other = deferred, f"{tenant}:eu/{{x}}"
+    ours, theirs = f"ours{uuid.uuid4().hex[:8]}", f"theirs{uuid.uuid4().hex[:8]}"
+    th = store.create_thread(tenant)
+    (said,) = store.append(tenant, th.id, user(f"card {ours}"))
+    document = store.export_thread(tenant, th.id).replace(ours, theirs)
+    copy = store.import_thread(other, document)
+    assert copy.id == th.id and {m for _, m in queued(store, other)} == {said.id}
+    assert store.index_pending() >= 2  # every tenant's queue
+    assert [b for _, _, b in indexed(store, tenant)] == [f"card {ours}"]
+    assert [b for _, _, b in indexed(store, other)] == [f"card {theirs}"]
+    assert store.search(tenant, theirs) == [] and store.search(other, ours) == []
+    store.redact(tenant, th.id, said.id, actor="dpo", reason="request")
+    (again,) = store.append(other, copy.id, user(f"again {theirs}"))
+    assert {h.message_id for h in store.search(other, theirs, limit=5)} == {again.id, said.id}
+    assert store.search(tenant, ours) == []
+
+
+def test_a_queued_row_whose_message_is_gone_leaves_the_queue_unindexed(
+    deferred: TranscriptStore, tenant: str
+) -> None:
+    """A queue row planted for a message that is not there (or in another thread)
+    indexes nothing and does not stay: the sweep and a search end it alike."""
+    store = deferred
+    th = store.create_thread(tenant)
+    (said,) = store.append(tenant, th.id, user("lima words"))
+    elsewhere = store.create_thread(tenant)
+    with store.engine.begin() as conn:
+        for thread_id, message_id in ((th.id, "no-such-message"), (elsewhere.id, said.id)):
+            conn.execute(sa.text("INSERT INTO convmem_index_queue (tenant, thread_id,"
+                                 " message_id) VALUES (:t, :th, :m)"),
+                         {"t": tenant, "th": thread_id, "m": message_id})
+    assert store.index_pending(tenant) == 3
+    assert queued(store, tenant) == []
+    assert [(t, m) for t, m, _ in indexed(store, tenant)] == [(th.id, said.id)]
+    assert [h.thread_id for h in store.search(tenant, "lima")] == [th.id]
