@@ -285,16 +285,19 @@ def attachment_refs(parts_lists: Iterable[Sequence[Mapping[str, Any]]]) -> Count
 
 
 def insert_message_rows(ctx: Ctx, rows: Sequence[JSONDict]) -> Op[None]:
-    """Insert message rows and their search text (indexed, or queued: ``Ctx.search_index``)."""
+    """Insert message rows and their search text (indexed), or their keys (queued), as
+    ``Ctx.search_index`` says."""
     # one row: a plain execute (psycopg's executemany pipelines, slower for one row)
     if rows:
         yield (_INSERT_MESSAGES, rows[0] if len(rows) == 1 else list(rows))
     search = _search_rows(rows)
-    if search and ctx.search_index == "deferred":  # the keys: the text is read when indexed
+    if not search:
+        return
+    insert = _INSERT_SEARCH
+    if ctx.search_index == "deferred":  # the keys: the text is read when indexed
+        insert = _INSERT_QUEUED
         search = [{k: s[k] for k in ("tenant", "thread_id", "message_id")} for s in search]
-    if search:
-        insert = _INSERT_QUEUED if ctx.search_index == "deferred" else _INSERT_SEARCH
-        yield (insert, search[0] if len(search) == 1 else search)
+    yield (insert, search[0] if len(search) == 1 else search)
 
 
 #: The chain's CTEs after the lock: ``{src}`` names the CTE holding the locked
