@@ -12,8 +12,11 @@ trips and a pinned connection, and rather than ``FUNCTION`` because Redis 6.2 ha
 Every operation is written once, as a generator that yields the Redis commands it
 needs and receives their replies (``_load_steps``, ``_save_steps``); ``convmem.effects``'
 ``drive``/``adrive`` answer those commands with redis-py's sync or ``redis.asyncio``
-client. The scripts and the rules for reading the server's errors are in
-``convmem.stores.redis_wire``. That keeps the ``x``/``ax`` twins identical without thread wrappers, and the
+client. The async side auto-pipelines: the commands that concurrent sessions issue in
+one turn of the event loop go out as one pipeline on one connection
+(``redis_wire.CommandBatches``), each caller still getting its own reply or error; the
+cluster sends one command at a time. The scripts and the rules for reading the server's
+errors are in ``convmem.stores.redis_wire``. That keeps the ``x``/``ax`` twins identical without thread wrappers, and the
 standalone and cluster classes differ only in how they build clients.
 
 Failures degrade on purpose (see ``convmem.stores.degradation``): an unreachable
@@ -33,8 +36,9 @@ prefix, on every master of a cluster; never ``KEYS``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
 
 import redis
@@ -56,6 +60,7 @@ from convmem.stores.redis_wire import (
     CAS_SHA,
     DISCARD_SHA,
     Command,
+    CommandBatches,
     Steps,
     acall_command,
     as_bytes,
@@ -95,6 +100,8 @@ class _RedisStoreBase(StoreCore):
 
     _name: ClassVar[str]
     _cluster: ClassVar[bool] = False
+    #: Whether async commands are auto-pipelined (``CommandBatches``).
+    _batched: ClassVar[bool] = True
     _sync_types: ClassVar[tuple[type, ...]]
     _async_types: ClassVar[tuple[type, ...]]
 
@@ -114,6 +121,7 @@ class _RedisStoreBase(StoreCore):
         self._client: Any = None  # sync client
         self._aclient: Any = None  # async client
         self._aloop: asyncio.AbstractEventLoop | None = None
+        self._abatches: CommandBatches | None = None  # the async client's, when batched
         self._recent: dict[str, tuple[bytes, SessionState]] = {}
         self._owns_clients = isinstance(client_or_url, str)
         if isinstance(client_or_url, str):
@@ -173,6 +181,15 @@ class _RedisStoreBase(StoreCore):
             self._aloop = loop
         return self._aclient
 
+    def _asender(self, client: Any) -> Callable[[Command], Awaitable[Any]]:
+        """How an async operation sends one command: batched with the other sessions'
+        commands of the same loop turn, or (the cluster) one command at a time."""
+        if not self._batched:
+            return functools.partial(acall_command, client)
+        if self._abatches is None or self._abatches.client is not client:
+            self._abatches = CommandBatches(client)
+        return self._abatches.call
+
     async def _aprepare(self, client: Any) -> None:
         """Hook run before each async operation (the cluster initialises its client)."""
 
@@ -212,11 +229,13 @@ class _RedisStoreBase(StoreCore):
             client = self._async_client()
             await self._aprepare(client)
 
+            send = self._asender(client)
+
             async def execute(command: Command) -> Any:
                 try:
-                    return await acall_command(client, command)
+                    return await send(command)
                 except redis.exceptions.NoScriptError:
-                    return await acall_command(client, eval_fallback(command))
+                    return await send(eval_fallback(command))
 
             return await adrive(steps, execute)
         except _CLIENT_FAILURES as exc:
@@ -440,6 +459,9 @@ class RedisClusterSessionStateStore(_RedisStoreBase):
 
     _name = "Redis Cluster session-state store"
     _cluster = True
+    # redis-py's async cluster pipeline regroups commands by node and retries a batch on
+    # MOVED/ASK as a whole; one command at a time keeps each session's failure its own.
+    _batched = False
     _sync_types = (redis.cluster.RedisCluster,)
     _async_types = (redis.asyncio.cluster.RedisCluster,)
 

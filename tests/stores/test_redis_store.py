@@ -734,3 +734,124 @@ async def test_more_concurrent_calls_than_pooled_connections_wait_for_one(
         versions, loaded = [v for v, _ in pairs], [s for _, s in pairs]
     assert len(versions) == 300 and all(s is not None for s in loaded)
     assert store.stats.degraded == 0
+
+
+# --------------------------------------------------------------------------- auto-pipelining
+
+
+def _connections_named(raw: redis.Redis, name: str) -> int:
+    return sum(c.get("name") == name for c in raw.client_list())
+
+
+@pytest.mark.redis
+async def test_concurrent_async_calls_share_one_pipelined_connection(
+    redis_url: str, key_prefix: str, closing: Closing
+) -> None:
+    """The commands 100 sessions issue in one loop turn go out as one pipeline on one
+    pooled connection (``CommandBatches``), not one connection and round trip each; every
+    session still gets its own reply."""
+    name = f"convmem-batch-{key_prefix}"
+    client = closing(redis.asyncio.Redis.from_url(
+        redis_url, client_name=name,
+        driver_info=DriverInfo(name="redis-py", lib_version=redis.__version__)))
+    store = closing(RedisSessionStateStore(client, prefix=key_prefix, strict=True))
+    raw = closing(redis.Redis.from_url(redis_url))
+    threads = [f"batch-{i}" for i in range(100)]
+    states = [rich_state().evolve(recent_questions=(f"q{i}",)) for i in range(100)]
+    versions = await asyncio.gather(
+        *(store.asave(TENANT, t, s, expected_version=0) for t, s in zip(threads, states, strict=True)))
+    loaded = await asyncio.gather(*(store.aload(TENANT, t) for t in threads))
+    assert versions == [1] * 100
+    assert [s.recent_questions if s else None for s in loaded] == [(f"q{i}",) for i in range(100)]
+    assert await asyncio.to_thread(_connections_named, raw, name) == 1
+
+
+@pytest.mark.redis
+async def test_a_batched_command_fails_alone(
+    redis_url: str, key_prefix: str, closing: Closing
+) -> None:
+    """One pipeline carries a load of a key of the wrong type (degrades), a save that
+    loses its compare-and-set (``VersionConflict``) and two that succeed: each caller
+    gets what it would get alone, and the others are untouched."""
+    raw = closing(redis.Redis.from_url(redis_url))
+    await asyncio.to_thread(raw.lpush, state_key(TENANT, "wrong", key_prefix), "x")
+
+    async def outcomes(store: RedisSessionStateStore, together: bool) -> list[Any]:
+        await store.asave(TENANT, "taken", rich_state(), expected_version=0)
+        calls = [lambda: store.aload(TENANT, "wrong"),
+                 lambda: store.asave(TENANT, "taken", rich_state(), expected_version=0),
+                 lambda: store.asave(TENANT, "fresh", rich_state(), expected_version=0),
+                 lambda: store.aload(TENANT, "taken")]
+        if together:
+            got = await asyncio.gather(*(c() for c in calls), return_exceptions=True)
+        else:
+            got = [await asyncio.gather(c(), return_exceptions=True) for c in calls]
+            got = [g[0] for g in got]
+        await asyncio.to_thread(raw.delete, *(state_key(TENANT, t, key_prefix)
+                                              for t in ("taken", "fresh")))
+        return [type(g).__name__ if isinstance(g, BaseException) else
+                (g.version if isinstance(g, SessionState) else g) for g in got]
+
+    alone = closing(RedisSessionStateStore(redis_url, prefix=key_prefix))
+    batched = closing(RedisSessionStateStore(redis_url, prefix=key_prefix))
+    expected = await outcomes(alone, together=False)
+    assert expected == [None, "VersionConflict", 1, 1]
+    assert await outcomes(batched, together=True) == expected
+    assert (alone.stats.degraded, batched.stats.degraded) == (1, 1)
+    assert (alone.stats.conflicts, batched.stats.conflicts) == (1, 1)
+
+
+@pytest.mark.redis
+async def test_a_batch_on_a_cold_script_cache_falls_back_per_caller(
+    throwaway_redis: RedisServer, own_store: RedisSessionStateStore, closing: Closing
+) -> None:
+    """Every compare-and-set in a pipeline answered NOSCRIPT: each caller retries with
+    ``EVAL`` on its own, and all 30 saves land."""
+    raw = closing(redis.Redis.from_url(throwaway_redis.url))
+    await asyncio.to_thread(raw.script_flush)  # our own server only
+    versions = await asyncio.gather(*(
+        own_store.asave(TENANT, f"cold-{i}", rich_state(), expected_version=0)
+        for i in range(30)))
+    assert versions == [1] * 30 and own_store.stats.degraded == 0
+    assert await asyncio.to_thread(raw.dbsize) == 30
+
+
+@pytest.mark.redis
+async def test_a_frozen_server_degrades_every_caller_in_the_batch(
+    throwaway_redis: RedisServer, own_store: RedisSessionStateStore
+) -> None:
+    """The pipeline's own failure (a timeout) is every caller's: each of 30 loads
+    degrades to an empty state within the socket timeout; none raises or hangs."""
+    await own_store.asave(TENANT, "t1", rich_state(), expected_version=0)
+    assert throwaway_redis.pid is not None
+    os.kill(throwaway_redis.pid, signal.SIGSTOP)  # our own server, by PID
+    try:
+        started = time.monotonic()
+        loaded = await asyncio.gather(*(own_store.aload(TENANT, "t1") for _ in range(30)))
+        assert time.monotonic() - started < 2.0
+    finally:
+        os.kill(throwaway_redis.pid, signal.SIGCONT)
+    assert loaded == [None] * 30 and own_store.stats.degraded == 1  # one incident
+    assert (await own_store.aload(TENANT, "t1")) is not None
+
+
+@pytest.mark.redis
+async def test_a_caller_cancelled_before_its_batch_is_sent_sends_nothing(
+    redis_url: str, key_prefix: str, closing: Closing
+) -> None:
+    """A save cancelled while it waits for the end of the loop turn drops out of the
+    pipeline: the key is never written; the save beside it is."""
+    raw = closing(redis.Redis.from_url(redis_url))
+    store = closing(RedisSessionStateStore(redis_url, prefix=key_prefix, strict=True))
+    await store.aload(TENANT, "warm")  # the client and its pool exist
+    kept = asyncio.ensure_future(store.asave(TENANT, "kept", rich_state(), expected_version=0))
+    dropped = asyncio.ensure_future(
+        store.asave(TENANT, "dropped", rich_state(), expected_version=0))
+    await asyncio.sleep(0)  # both queued; the batch goes out at the end of the next turn
+    dropped.cancel()
+    assert await kept == 1
+    with pytest.raises(asyncio.CancelledError):
+        await dropped
+    exists = await asyncio.to_thread(
+        raw.exists, state_key(TENANT, "kept", key_prefix), state_key(TENANT, "dropped", key_prefix))
+    assert exists == 1
