@@ -31,8 +31,10 @@ from sqlalchemy.util import greenlet_spawn
 from convmem.effects import Done, adrive, drive, start
 from convmem.errors import ConfigError, TranscriptUnavailable
 from convmem.tokens import encoding
+from convmem.transcript import group_commit as _group_commit
 from convmem.transcript import ops
 from convmem.transcript.errors import ImportRefused
+from convmem.transcript.group_commit import Call, GroupCommit
 from convmem.transcript.models import CONTENT_TABLES
 from convmem.transcript.pool import drop_hung_up_connections
 from convmem.transcript.records import (
@@ -294,11 +296,14 @@ class _DriverAlone:
     broke, or a call cancelled midway, is discarded, never pooled again. ``run`` and
     ``arun`` differ only in awaiting (``_on_driver``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, group_commit: bool = False) -> None:
         import psycopg  # the postgres extra: only a PostgreSQL store gets here
 
         self._error: type[Exception] = psycopg.Error
+        self._idle = psycopg.pq.TransactionStatus.IDLE
         self._statements: dict[int, tuple[Any, DriverStatement]] = {}
+        self._group_commit = group_commit
+        self._group: tuple[asyncio.AbstractEventLoop, GroupCommit] | None = None
 
     def _prepared(self, engine: sa.Engine, step: ops.Step) -> tuple[DriverStatement, dict[str, Any], bool | None]:
         """The compiled statement, its parameters, and psycopg's ``prepare``: prepared
@@ -364,6 +369,21 @@ class _DriverAlone:
 
     async def arun(self, engine: AsyncEngine, step: ops.Step) -> Rows:
         stmt, params, prepare = self._prepared(engine.sync_engine, step)
+        if self._group_commit and prepare:  # a pooled engine: batched with the loop turn's
+            return await self._group_for(engine).run(stmt, params)
+        return await self._arun_statement(engine, stmt, params, prepare)
+
+    def _group_for(self, engine: AsyncEngine) -> GroupCommit:
+        """The running loop's batches (a pooled engine serves one loop at a time)."""
+        loop = asyncio.get_running_loop()
+        if self._group is None or self._group[0] is not loop:
+            self._group = loop, GroupCommit(
+                lambda stmt, params: self._arun_statement(engine, stmt, params, True),
+                lambda calls: self._acommit_together(engine, calls))
+        return self._group[1]
+
+    async def _arun_statement(self, engine: AsyncEngine, stmt: DriverStatement, params: Any,
+                              prepare: bool | None) -> Rows:
         try:
             fairy = await engine.raw_connection()
         except self._error as exc:
@@ -379,6 +399,69 @@ class _DriverAlone:
             raise
         finally:
             await greenlet_spawn(fairy.close if pooled else fairy.invalidate)
+
+    async def _acommit_together(self, engine: AsyncEngine, calls: Sequence[Call]
+                                ) -> list[Rows | Exception] | None:
+        """``calls`` in one pipeline, one explicit transaction, one Sync (``group_commit``).
+        Per statement its rows once committed, or, when the connection broke, the error it
+        would raise alone; ``None`` when nothing of the batch was written (a statement
+        failed, on the server or while psycopg dumped its parameters: the transaction is
+        rolled back, never left to commit what was sent before the failure)."""
+        try:
+            fairy = await engine.raw_connection()
+        except self._error as exc:
+            return [self._connect_failed(exc) for _ in calls]
+        conn: Any = fairy.driver_connection
+        pooled = False
+        try:
+            failure: Exception | None = None
+            try:
+                await conn.set_autocommit(True)
+                async with conn.pipeline():
+                    await conn.execute("BEGIN")
+                    await conn.execute(_BOUND_LOCK_WAIT, (_group_commit.LOCK_WAIT,))
+                    cursors = [await conn.execute(stmt.sql, params, prepare=True)
+                               for stmt, params in calls]
+                    await conn.execute("COMMIT")
+            except self._error as exc:
+                failure = exc
+            if conn.closed or conn.broken:  # committed or not: unknown, as alone
+                lost = failure or self._error("the connection broke during a group commit")
+                return [self._failed(stmt, params, lost, pooled=False) for stmt, params in calls]
+            if failure is not None or conn.info.transaction_status != self._idle:
+                pooled = await self._rolled_back(conn)
+                return None
+            results: list[Rows | Exception] = []
+            for cur in cursors:  # read already: no I/O here
+                described = cur.description
+                rows = await cur.fetchall() if described else []
+                results.append(Rows([c.name for c in described or ()], rows))
+            pooled = await self._autocommit_off(conn)
+            return results
+        finally:
+            await greenlet_spawn(fairy.close if pooled else fairy.invalidate)
+
+    async def _rolled_back(self, conn: Any) -> bool:
+        """Roll back what a failed batch left open (nothing of it commits either way: a
+        connection that fails here takes its transaction with it); fit for the pool?"""
+        try:
+            if conn.info.transaction_status != self._idle:
+                await conn.execute("ROLLBACK")
+        except self._error:
+            return False
+        return await self._autocommit_off(conn)
+
+    async def _autocommit_off(self, conn: Any) -> bool:
+        """Leave autocommit as the pool expects it; whether ``conn`` is fit for the pool."""
+        try:
+            await conn.set_autocommit(False)
+        except self._error:
+            return False
+        return True
+
+
+#: Set first in a batch: how long its statements wait for a row lock (this transaction).
+_BOUND_LOCK_WAIT = "SELECT set_config('lock_timeout', %s, true)"
 
 
 def _as_is(value: T) -> T:
@@ -411,6 +494,7 @@ class StoreEngine:
         pool_timeout: float = 30.0,
         search_index: str = SEARCH_INDEX_DEFAULT,
         alone_driver: AloneDriver = "psycopg",
+        group_commit: bool = True,
     ) -> None:
         if not isinstance(retention, RetentionPolicy):
             raise ConfigError("TranscriptStore: retention must be a RetentionPolicy")
@@ -424,6 +508,9 @@ class StoreEngine:
         if not isinstance(pool_timeout, int | float) or not pool_timeout > 0:
             raise ConfigError(f"TranscriptStore: pool_timeout must be positive seconds, "
                               f"got {pool_timeout!r}")
+        if not isinstance(group_commit, bool):
+            raise ConfigError(f"TranscriptStore: group_commit must be True or False, "
+                              f"got {group_commit!r}")
         if alone_driver not in ("psycopg", "sqlalchemy"):
             raise ConfigError(f"TranscriptStore: alone_driver must be 'psycopg' or 'sqlalchemy', "
                               f"got {alone_driver!r}")
@@ -461,9 +548,10 @@ class StoreEngine:
         # PostgreSQL over psycopg only (SQLite, or an engine given on another driver,
         # keeps SQLAlchemy's connection); one per engine, each caching its compilations
         self._driver_alone, self._adriver_alone = (
-            _DriverAlone() if alone_driver == "psycopg" and self.dialect == "postgresql"
+            _DriverAlone(group_commit=batched)
+            if alone_driver == "psycopg" and self.dialect == "postgresql"
             and engine.dialect.driver == "psycopg" else None
-            for engine in (self.engine, self.async_engine)
+            for engine, batched in ((self.engine, False), (self.async_engine, group_commit))
         )
 
     # ------------------------------------------------------------ plumbing

@@ -44,7 +44,10 @@ class TranscriptStore(SyncTwins, AsyncTwins):
     itself, checked out of the same pool, as a prepared statement: the same SQL and
     errors at less client CPU. ``alone_driver="sqlalchemy"`` sends those through
     SQLAlchemy too (as happens anyway while something listens to the engine's cursor
-    events, or when an engine passed in uses another driver).
+    events, or when an engine passed in uses another driver). The async twins also
+    commit such statements from concurrent sessions together, one pipeline and one
+    transaction per loop turn, each statement rerun alone if the batch fails
+    (``convmem.transcript.group_commit``); ``group_commit=False`` sends each alone.
     """
 
 

@@ -28,6 +28,7 @@ from convmem.transcript import (
     TranscriptStore,
     ops,
 )
+from convmem.transcript.engine import DriverStatement
 from tests.transcript.sql_backends import SQLTranscriptSpec, assert_export_imports_byte_identical
 
 pytestmark = pytest.mark.postgres
@@ -438,4 +439,191 @@ async def test_a_hot_path_call_cancelled_midway_discards_its_connection(
         again = await store.abegin_turn_record(tenant, th.id, user, model_input)
         assert again.user_message.role == "user"
     finally:
+        await store.aclose()
+
+
+# --------------------------------------------------------------------------- group commit
+
+
+async def _threads(store: TranscriptStore, tenant: str, n: int) -> list[str]:
+    return [(await store.abind_turn(tenant, f"key-{i}")).thread.id for i in range(n)]
+
+
+async def _commit_xids(store: TranscriptStore, tenant: str) -> dict[str, int]:
+    """Each of ``tenant``'s user messages' text -> the transaction that wrote it."""
+    async with store.async_engine.connect() as conn:
+        rows = await conn.execute(sa.text(
+            "SELECT m.parts::text, m.xmin::text::bigint FROM convmem_messages m "
+            "JOIN convmem_threads t ON t.id = m.thread_id WHERE t.tenant = :t"), {"t": tenant})
+        return {parts: xid for parts, xid in rows}
+
+
+@pytest.mark.parametrize("group_commit", [True, False])
+async def test_concurrent_commit_points_commit_as_one_transaction(
+    postgres_url: str, group_commit: bool
+) -> None:
+    """Twenty sessions' commit points issued in one loop turn are one pipeline, one
+    transaction, one commit (``group_commit``, the default); with it off, twenty."""
+    store = await _migrated(postgres_url, group_commit=group_commit)
+    tenant = f"group-{uuid.uuid4().hex[:8]}"
+    try:
+        threads = await _threads(store, tenant, 20)
+        records = await asyncio.gather(*(
+            store.abegin_turn_record(tenant, th, *_turn_input(f"q{i}"))
+            for i, th in enumerate(threads)))
+        assert [r.user_message.thread_id for r in records] == threads
+        xids = await _commit_xids(store, tenant)
+        assert len(xids) == 20
+        assert len(set(xids.values())) == (1 if group_commit else 20)
+    finally:
+        await store.aclose()
+
+
+async def test_a_statement_that_waits_on_a_lock_does_not_hold_its_batch_back(
+    postgres_url: str,
+) -> None:
+    """One thread is locked by another transaction: its commit point waits past the
+    batch's lock bound, the batch rolls back and each statement runs alone. The other
+    nine commit (each its own transaction) while it still waits; it commits once the
+    lock is gone. Nothing is written twice."""
+    store = await _migrated(postgres_url)
+    tenant = f"group-{uuid.uuid4().hex[:8]}"
+    try:
+        threads = await _threads(store, tenant, 10)
+        with psycopg.Connection.connect(libpq_url(postgres_url)) as other:
+            other.execute("SELECT 1 FROM convmem_threads WHERE id = %s FOR UPDATE",
+                          (threads[0],))
+            calls = [asyncio.ensure_future(store.abegin_turn_record(tenant, th, *_turn_input(f"q{i}")))
+                     for i, th in enumerate(threads)]
+            done = await asyncio.wait_for(asyncio.gather(*calls[1:]), timeout=20)
+            assert len(done) == 9 and not calls[0].done()
+            other.rollback()
+        blocked = await asyncio.wait_for(calls[0], timeout=20)
+        assert blocked.user_message.thread_id == threads[0]
+        xids = await _commit_xids(store, tenant)
+        assert len(xids) == 10 and len(set(xids.values())) == 10
+    finally:
+        await store.aclose()
+
+
+async def test_a_batch_whose_connection_dies_fails_every_caller_and_writes_nothing(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's backend is terminated while the batch waits on a lock: every caller
+    gets ``TranscriptUnavailable`` (as alone), none of the batch is written, and the
+    broken connection is not pooled again."""
+    from convmem.transcript import group_commit
+
+    monkeypatch.setattr(group_commit, "LOCK_WAIT", "30s")
+    store = await _migrated(postgres_url)
+    tenant = f"group-{uuid.uuid4().hex[:8]}"
+    try:
+        threads = await _threads(store, tenant, 5)
+        with psycopg.Connection.connect(libpq_url(postgres_url)) as other, \
+                psycopg.Connection.connect(libpq_url(postgres_url), autocommit=True) as watch:
+            other.execute("SELECT 1 FROM convmem_threads WHERE id = %s FOR UPDATE",
+                          (threads[2],))
+            calls = asyncio.gather(*(
+                store.abegin_turn_record(tenant, th, *_turn_input(f"q{i}"))
+                for i, th in enumerate(threads)), return_exceptions=True)
+            waiting = ("SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                       " AND datname = current_database()")
+            for _ in range(1000):
+                row = watch.execute(waiting).fetchone()
+                if row is not None:
+                    break
+                await asyncio.sleep(0.01)
+            assert row is not None
+            watch.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+            outcomes = await asyncio.wait_for(calls, timeout=20)
+            other.rollback()
+        assert [type(o) for o in outcomes] == [TranscriptUnavailable] * 5
+        assert await _commit_xids(store, tenant) == {}
+        assert store.async_engine.sync_engine.pool.checkedout() == 0
+        again = await store.abegin_turn_record(tenant, threads[0], *_turn_input("again"))
+        assert again.user_message.thread_id == threads[0]
+    finally:
+        await store.aclose()
+
+
+async def test_a_caller_cancelled_before_its_batch_is_sent_writes_nothing(
+    postgres_url: str,
+) -> None:
+    """Cancelled while it waits for the end of the loop turn: its commit point drops
+    out of the batch (never written); the one beside it commits."""
+    store = await _migrated(postgres_url)
+    tenant = f"group-{uuid.uuid4().hex[:8]}"
+    try:
+        threads = await _threads(store, tenant, 2)
+        kept = asyncio.ensure_future(store.abegin_turn_record(tenant, threads[0],
+                                                              *_turn_input("kept")))
+        dropped = asyncio.ensure_future(store.abegin_turn_record(tenant, threads[1],
+                                                                 *_turn_input("dropped")))
+        await asyncio.sleep(0)  # both queued; the batch goes out at the end of the next turn
+        dropped.cancel()
+        assert (await kept).user_message.thread_id == threads[0]
+        with pytest.raises(asyncio.CancelledError):
+            await dropped
+        assert [k for k in await _commit_xids(store, tenant) if "dropped" in k] == []
+        assert len(await _commit_xids(store, tenant)) == 1
+    finally:
+        await store.aclose()
+
+
+def test_group_commit_must_be_a_bool(postgres_url: str) -> None:
+    with pytest.raises(ConfigError, match="group_commit must be True or False"):
+        TranscriptStore(postgres_url, retention=FOREVER, group_commit="yes")  # type: ignore[arg-type]
+
+
+async def test_a_batch_answers_each_caller_as_it_would_alone(postgres_url: str) -> None:
+    """A missing thread, a deleted incarnation and a completed turn, batched with a good
+    commit point: each caller gets its own error, the good one its record."""
+    store = await _migrated(postgres_url)
+    tenant = f"group-{uuid.uuid4().hex[:8]}"
+    user, model_input = _turn_input("q")
+    answer = [NewMessage(role="assistant", content="a")]
+    try:
+        good, gone, done = [(await store.abind_turn(tenant, k)).thread
+                            for k in ("good", "gone", "done")]
+        closed = await store.abegin_turn_record(tenant, done.id, user, model_input)
+        await store.acomplete_turn(tenant, done.id, closed.turn_id, answer)
+        await store.adelete_thread(tenant, gone.id)
+        outcomes = await asyncio.gather(
+            store.abegin_turn_record(tenant, "no-such-thread", user, model_input),
+            store.abegin_turn_record(tenant, gone.id, user, model_input,
+                                     incarnation=gone.incarnation),
+            store.acomplete_turn(tenant, done.id, closed.turn_id, answer),
+            store.abegin_turn_record(tenant, good.id, user, model_input),
+            return_exceptions=True)
+        assert [type(o) for o in outcomes[:3]] == [ThreadNotFound, ThreadDeleted, ConfigError]
+        assert not isinstance(outcomes[3], BaseException)
+        assert outcomes[3].user_message.thread_id == good.id
+    finally:
+        await store.aclose()
+
+
+async def test_a_batch_whose_parameters_fail_to_dump_writes_nothing(postgres_url: str) -> None:
+    """psycopg refuses a parameter while the batch is being sent (a NUL in text), after
+    earlier statements went out: the batch's own transaction is rolled back, so they are
+    not committed by the Sync (and then written twice by the rerun alone)."""
+    store = await _migrated(postgres_url)
+    table = f"zz_group_{uuid.uuid4().hex[:8]}"
+    driver = store._adriver_alone
+    assert driver is not None
+    try:
+        async with store.async_engine.begin() as conn:
+            await conn.execute(sa.text(f"CREATE TABLE {table} (v text)"))
+        insert = DriverStatement(sa.text(f"INSERT INTO {table} (v) VALUES (:v) RETURNING v"),
+                                 store.async_engine.dialect)
+        calls = [(insert, insert.params({"v": v})) for v in ("a", "b\x00", "c")]
+        assert await driver._acommit_together(store.async_engine, calls) is None
+        good = await driver._acommit_together(store.async_engine, [calls[0], calls[2]])
+        assert good is not None and [r.scalar() for r in good] == ["a", "c"]  # type: ignore[union-attr]
+        async with store.async_engine.connect() as conn:
+            rows = (await conn.execute(sa.text(f"SELECT v FROM {table} ORDER BY v"))).all()
+        assert [r[0] for r in rows] == ["a", "c"]
+        assert store.async_engine.sync_engine.pool.checkedout() == 0
+    finally:
+        async with store.async_engine.begin() as conn:
+            await conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
         await store.aclose()
