@@ -627,3 +627,28 @@ async def test_a_batch_whose_parameters_fail_to_dump_writes_nothing(postgres_url
         async with store.async_engine.begin() as conn:
             await conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
         await store.aclose()
+
+
+async def test_a_batch_keeps_each_tenant_to_its_own_threads(postgres_url: str) -> None:
+    """Two tenants (one named with the separators a key is built from) bind the same
+    keys; their commit points, and one that names the other tenant's thread, share a
+    batch: each record lands in its caller's tenant, the cross-tenant one is refused."""
+    store = await _migrated(postgres_url)
+    suffix = uuid.uuid4().hex[:8]
+    tenants = (f"plain-{suffix}", f"acme:eu/{{x}}:{suffix}")
+    try:
+        threads = {t: await _threads(store, t, 4) for t in tenants}
+        calls = [store.abegin_turn_record(t, th, *_turn_input(f"{t} {i}"))
+                 for t in tenants for i, th in enumerate(threads[t])]
+        calls.append(store.abegin_turn_record(tenants[0], threads[tenants[1]][0],
+                                              *_turn_input("trespass")))
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        assert isinstance(outcomes[-1], ThreadNotFound)
+        assert [o.user_message.thread_id for o in outcomes[:-1]] == [  # type: ignore[union-attr]
+            th for t in tenants for th in threads[t]]
+        for t in tenants:
+            texts = list(await _commit_xids(store, t))
+            assert len(texts) == 4 and all(t in text for text in texts)
+            assert not any("trespass" in text for text in texts)
+    finally:
+        await store.aclose()
