@@ -4,15 +4,16 @@ Under many concurrent sessions, each turn's commit points are one autocommitted
 statement each (``ops.Alone``), and each used to cost a pool checkout, two autocommit
 switches, a write, a wake-up, a read and a WAL flush of its own. ``GroupCommit`` queues
 the statements that the loop's tasks issue during one turn of the event loop and sends
-them on one pooled psycopg connection in pipeline mode, ended by a single Sync: one
-round trip, one implicit transaction, one commit (PostgreSQL's own "group commit",
-without ``commit_delay``). In ``bench``'s measure this cut the client CPU of a
+them on one pooled psycopg connection in pipeline mode (``BEGIN``, the lock bound, the
+statements, ``COMMIT``, one Sync): one round trip, one transaction, one commit. The
+transaction is explicit because a pipeline's implicit one would commit, at the Sync,
+the statements sent before psycopg refused a later one's parameters. In ``bench``'s measure this cut the client CPU of a
 statement about 3.5 times and more than doubled the statements a second.
 
 Every statement is still atomic, and now so is the batch. A caller is answered only
 once the batch has committed, so nothing is acknowledged before it is durable. If any
-statement fails (a constraint, a deadlock, a lock it waited on past ``LOCK_WAIT``), the
-server rolls the whole batch back, and every statement is then run again alone, as it
+statement fails (a constraint, a deadlock, a lock it waited on past ``LOCK_WAIT``, a
+parameter psycopg cannot send), the whole batch is rolled back, and every statement is then run again alone, as it
 would have been without batching: each caller gets its own rows or its own error, and
 one tenant's failing statement never fails another's. ``LOCK_WAIT`` bounds how long one
 statement that waits on a row lock (a long deletion of its thread, say) can hold the
@@ -20,7 +21,7 @@ others of its batch back. A connection that breaks mid-batch fails every caller 
 the error it would have raised alone, and the connection is discarded.
 
 This module only schedules; the driver (``engine._DriverAlone``: ``arun`` for one
-statement, ``acommit_together`` for a batch) does the talking.
+statement, ``_acommit_together`` for a batch) does the talking.
 
 A caller cancelled before its batch is sent drops out of it. Once the batch is sent, the
 statement commits with the others (as a statement already sent would), and the reply
@@ -49,7 +50,7 @@ Call = tuple["DriverStatement", Any]
 #: One statement by itself.
 Alone = Callable[["DriverStatement", Any], Awaitable["Rows"]]
 #: A batch in one transaction: per statement its rows (or, when the connection broke,
-#: the error it would raise alone); ``None`` when the server rolled the batch back.
+#: the error it would raise alone); ``None`` when the batch was rolled back.
 Together = Callable[[Sequence[Call]], Awaitable["Sequence[Rows | Exception] | None"]]
 
 
