@@ -37,6 +37,12 @@ behind a barrier): turns/s over the whole run (first start to last end), p50/p99
 every turn, errors, and the CPU per turn summed over the workers, so per-core scaling
 shows (``--workers 1``, the default, runs in this process as before).
 
+``--inline-spans`` calls ``langchain_convmem.inline_untraced_spans()`` in every process
+before the rows run: LangSmith's bookkeeping for the untraced spans around the
+``wrap_*`` hooks then runs inline instead of on worker threads. It changes only the
+rows with such hooks (no-op middleware and the convmem rows); the command line printed
+with the table says whether it was given.
+
     python bench/load.py               # N = 50, 200, 1000; table
     python bench/load.py --json        # the same, machine-readable
     python bench/load.py --smoke       # N = 4, 3 turns, every row (CI)
@@ -59,7 +65,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +88,7 @@ from convmem.testing.servers import (
     redis_command,
 )
 from convmem.transcript import RetentionPolicy, TranscriptStore
-from langchain_convmem import SessionMemoryMiddleware
+from langchain_convmem import SessionMemoryMiddleware, inline_untraced_spans
 
 ROWS = ("ceiling", "hooks", "inmemory", "convmem", "cluster", "peer")
 LABELS = {
@@ -94,6 +100,8 @@ LABELS = {
     "peer": "AsyncPostgresSaver (default settings)",
 }
 POLICY = RetentionPolicy(max_age=None, owner="bench")
+#: ``--inline-spans`` was given (workers are told through their ``RowSpec``).
+_INLINE_SPANS = [False]
 TENANT = "bench-load"
 
 
@@ -317,6 +325,7 @@ class RowSpec:
     prefix: str = ""
     transcript_options: dict[str, Any] = field(default_factory=dict)
     redis_timeout: float = 0.25
+    inline_spans: bool = False  # ``--inline-spans``: the worker installs it too
 
 
 def _middleware(row: str) -> list[Any]:
@@ -360,6 +369,9 @@ async def worker_agent(spec: RowSpec) -> AsyncIterator[tuple[Any, Any]]:
 def _worker(spec: RowSpec, indices: range, turns: int, thread_prefix: str,
             barrier: Any, results: Any) -> None:
     """One worker process: build the agent, wait for the others, run its sessions."""
+
+    if spec.inline_spans:
+        inline_untraced_spans()
 
     async def work() -> Outcome:
         async with worker_agent(spec) as (agent, counters):
@@ -418,6 +430,7 @@ async def run_load(agent: Any, spec: RowSpec, sessions: int, turns: int, thread_
     ``workers`` processes that each build their own; the workers' counters summed."""
     if workers == 1:
         return await drive(agent, sessions, turns, thread_prefix), {}
+    spec = replace(spec, inline_spans=_INLINE_SPANS[0])
     parts = await asyncio.to_thread(run_workers, spec, sessions, turns, thread_prefix, workers)
     extra: dict[str, int] = {}
     for p in parts:
@@ -615,6 +628,9 @@ def main(argv: list[str] | None = None) -> int:
                              "loop; turns/s over the whole run, CPU summed over them)")
     parser.add_argument("--redis-timeout", type=float, default=0.25,
                         help="the Redis stores' socket_timeout (s; their default 0.25)")
+    parser.add_argument("--inline-spans", action="store_true",
+                        help="langchain_convmem.inline_untraced_spans() in every process first "
+                             "(the wrap_* hooks' untraced LangSmith spans without thread hops)")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be at least 1, got {args.workers}")
@@ -623,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
     command = "python bench/load.py " + " ".join(argv if argv is not None else sys.argv[1:])
     # a stopped run still drops its databases and stops its servers (finally blocks)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.inline_spans:
+        _INLINE_SPANS[0] = True
+        inline_untraced_spans()
     results = asyncio.run(main_async(args))
     if args.json:
         print(json.dumps({"command": command, "results": results,

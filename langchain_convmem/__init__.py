@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from langchain_convmem.resolver import LLMResolver
     from langchain_convmem.runnable import RunnableWithSessionMemory
     from langchain_convmem.tool_results import tool_result
+    from langchain_convmem.tracing import inline_untraced_spans
 
 #: The public names each submodule defines.
 _HOMES = {
@@ -31,6 +32,7 @@ _HOMES = {
     ".resolver": ("LLMResolver",),
     ".runnable": ("RunnableWithSessionMemory",),
     ".tool_results": ("tool_result",),
+    ".tracing": ("inline_untraced_spans",),
 }
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "LLMResolver",
     "RunnableWithSessionMemory",
     "SessionMemoryMiddleware",
+    "inline_untraced_spans",
     "recall_tool",
     "tool_result",
 ]

@@ -39,7 +39,7 @@ def test_runnable_is_not_the_deprecated_class() -> None:
 def test_public_names() -> None:
     assert sorted(langchain_convmem.__all__) == sorted(
         ["ConvMemChatMessageHistory", "LLMResolver", "RunnableWithSessionMemory",
-         "SessionMemoryMiddleware", "recall_tool", "tool_result"]
+         "SessionMemoryMiddleware", "inline_untraced_spans", "recall_tool", "tool_result"]
     )
 
 
