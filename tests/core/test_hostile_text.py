@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import types
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from convmem import Domain, ModelCall, SessionMemory, TurnContext, count_tokens, render
+from convmem.errors import ConfigError
 from convmem.identity import clean_data, clean_text
 from convmem.render import BLOCK_BUDGET, LABEL_TOKENS
 from convmem.resolve import RuleResolver
@@ -36,6 +38,7 @@ from convmem.state import (
 )
 from convmem.stores import InMemorySessionStateStore
 from convmem.transcript import TranscriptStore
+from convmem.transcript.ops.base import clean_json
 from tests.conftest import storage_examples
 
 from .conftest import TODAY
@@ -214,3 +217,49 @@ def test_inert_reads_only_the_start_it_shows(text: str, caps: tuple[int, int]) -
     max_tokens, max_chars = caps
     whole = _capped(_one_line(text), max_tokens=max_tokens, max_chars=max_chars)
     assert inert(text, max_tokens=max_tokens, max_chars=max_chars) == whole
+
+
+# ------------------------------------------------------------------ clean_json
+
+
+class _Label(str):
+    """A ``str`` subclass (an enum's value, a tool's label type)."""
+
+
+_leaves = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False),
+                    st.integers(-(2**63) + 1, 2**63 - 1), texts, texts.map(_Label))
+_json_like = st.recursive(_leaves, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
+    st.dictionaries(st.one_of(texts, texts.map(_Label)), inner, max_size=4),
+    st.dictionaries(texts, inner, max_size=4).map(lambda d: types.MappingProxyType(d)),
+), max_leaves=20)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with mappings as dicts, sequences as lists, strings as ``clean_text``'s."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, Mapping):
+        return {clean_text(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@given(_json_like)
+def test_clean_json_cleans_every_string_and_keeps_the_rest(value: Any) -> None:
+    """Whatever the container types (the exact JSON types take a fast path, mappings,
+    tuples and ``str`` subclasses the general one), the result is plain JSON data with
+    every string cleaned and nothing else changed."""
+    got = clean_json(value)
+    assert got == _plain(value)
+    assert not any(_UNSAFE.search(s) for s in _strings(got))
+    assert type(got) in (dict, list) or not isinstance(got, (Mapping, list, tuple))
+
+
+@pytest.mark.parametrize("where", ["top", "dict", "list", "tuple"])
+def test_clean_json_refuses_an_integer_beyond_64_bits(where: str) -> None:
+    big = 2**63
+    value = {"top": big, "dict": {"n": big}, "list": [1, big], "tuple": (big,)}[where]
+    with pytest.raises(ConfigError, match="beyond 64 bits"):
+        clean_json(value)

@@ -255,8 +255,22 @@ JSON_INT = 2**63 - 1
 
 def clean_json(obj: Any) -> Any:
     """``obj`` with NUL and lone surrogates replaced in every string (keys included);
-    plain JSON data comes back unchanged. An integer beyond 64 bits is a
-    ``ConfigError``: the export could not be imported again."""
+    plain JSON data comes back unchanged (a copy of its containers). An integer beyond
+    64 bits is a ``ConfigError``: the export could not be imported again.
+
+    Every model input passes here (state snapshot, tool schemas, settings), so the
+    exact JSON types are dispatched on first, before the ``isinstance`` checks that
+    also admit mappings, tuples and subclasses."""
+    kind = type(obj)
+    if kind is str:
+        return clean_text(obj)
+    if kind is dict:
+        return {(clean_text(k) if isinstance(k, str) else k):
+                (clean_text(v) if type(v) is str else clean_json(v)) for k, v in obj.items()}
+    if kind is list:
+        return [clean_text(v) if type(v) is str else clean_json(v) for v in obj]
+    if obj is None or kind is bool or kind is float:
+        return obj
     if isinstance(obj, str):
         return clean_text(obj)
     if isinstance(obj, int) and not isinstance(obj, bool) and not -JSON_INT <= obj <= JSON_INT:
