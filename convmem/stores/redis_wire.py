@@ -10,7 +10,6 @@ for the server fit on one screen, and the stores on another.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Generator, Iterator
 from typing import Any, TypeVar
@@ -20,6 +19,7 @@ import redis
 import redis.connection
 import redis.exceptions
 
+from convmem.batching import LoopTurnBatches, Queued
 from convmem.errors import ConfigError
 from convmem.state import COUNT_LIMIT, MAX_STATE_BYTES, READABLE_FORMATS
 
@@ -245,65 +245,36 @@ BATCH_LIMIT = 256
 class CommandBatches:
     """Auto-pipelining for one async client: the commands that callers issue during one
     turn of the event loop go out as one non-transactional pipeline, on one pooled
-    connection, in one write and one read (what ioredis calls ``enableAutoPipelining``).
+    connection, in one write and one read (what ioredis calls ``enableAutoPipelining``;
+    the batching itself is ``convmem.batching.LoopTurnBatches``).
 
     Each caller still gets its own reply or its own error: a command's ``ResponseError``
     (``NOSCRIPT``, ``WRONGTYPE``) goes to that caller alone; an error of the pipeline
     itself (an outage, a timeout, refused credentials) goes to every caller in it, each of
     which degrades or raises as it would have alone. Under many concurrent sessions this
-    replaces one pool checkout, write, wake-up and read per command by one per loop turn;
-    a lone command waits for nothing but the end of the current loop turn. A caller
-    cancelled before its batch is sent drops out of it; once sent, the command runs (as a
-    command already written does) and its reply is dropped.
+    replaces one pool checkout, write, wake-up and read per command by one per loop turn.
+    A command alone in its loop turn is sent by its caller, as unbatched.
     """
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self._queued: list[tuple[Command, asyncio.Future[Any]]] = []
-        self._sending: set[asyncio.Task[None]] = set()  # strong references while sending
+        self._batches: LoopTurnBatches[Command, Any] = LoopTurnBatches(
+            self._send, self._alone, BATCH_LIMIT)
 
     async def call(self, command: Command) -> Any:
         """``command``'s reply, sent with the other commands of this loop turn."""
-        loop = asyncio.get_running_loop()
-        reply: asyncio.Future[Any] = loop.create_future()
-        if not self._queued:
-            loop.call_soon(self._send_queued)
-        self._queued.append((command, reply))
-        return await reply
+        return await self._batches.call(command)
 
-    def _send_queued(self) -> None:
-        queued, self._queued = self._queued, []
-        live = [entry for entry in queued if not entry[1].done()]  # cancelled: not sent
-        for start in range(0, len(live), BATCH_LIMIT):
-            task = asyncio.ensure_future(self._send(live[start:start + BATCH_LIMIT]))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+    async def _alone(self, command: Command) -> Any:
+        return await acall_command(self.client, command)
 
-    async def _send(self, batch: list[tuple[Command, asyncio.Future[Any]]]) -> None:
+    async def _send(self, batch: list[Queued[Command, Any]]) -> None:
         try:
             pipe = self.client.pipeline(transaction=False)
-            for command, _ in batch:
-                pipe.execute_command(*command)
+            for queued in batch:
+                pipe.execute_command(*queued.item)
             replies = await pipe.execute(raise_on_error=False)  # resets the pipeline
         except AttributeError as exc:
-            _fail_all(batch, _dropped(exc))
-        except Exception as exc:  # the pipeline's own failure is every caller's
-            _fail_all(batch, exc)
-        except BaseException:  # cancelled (the loop is closing): so are its callers
-            for _, reply in batch:
-                reply.cancel()
-            raise
-        else:
-            for (_, reply), value in zip(batch, replies, strict=True):
-                if reply.done():
-                    continue
-                if isinstance(value, Exception):
-                    reply.set_exception(value)
-                else:
-                    reply.set_result(value)
-
-
-def _fail_all(batch: list[tuple[Command, asyncio.Future[Any]]], exc: BaseException) -> None:
-    for _, reply in batch:
-        if not reply.done():
-            reply.set_exception(exc)
+            raise _dropped(exc) from exc
+        for queued, value in zip(batch, replies, strict=True):
+            queued.settle(value)  # a command's own error (an exception) is its caller's

@@ -20,7 +20,8 @@ statement that waits on a row lock (a long deletion of its thread, say) can hold
 others of its batch back. A connection that breaks mid-batch fails every caller with
 the error it would have raised alone, and the connection is discarded.
 
-This module only schedules; the driver (``engine._DriverAlone``: ``arun`` for one
+This module only schedules (on ``convmem.batching.LoopTurnBatches``, which the Redis
+store's command batches share); the driver (``engine._DriverAlone``: ``arun`` for one
 statement, ``_acommit_together`` for a batch) does the talking.
 
 A caller cancelled before its batch is sent drops out of it. Once the batch is sent, the
@@ -33,8 +34,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from convmem.batching import LoopTurnBatches, Queued
 
 if TYPE_CHECKING:
     from convmem.transcript.engine import DriverStatement, Rows
@@ -54,83 +56,34 @@ Alone = Callable[["DriverStatement", Any], Awaitable["Rows"]]
 Together = Callable[[Sequence[Call]], Awaitable["Sequence[Rows | Exception] | None"]]
 
 
-#: The answer to a statement alone in its loop turn: its caller runs it (``Alone``).
-_ALONE = object()
-
-
-@dataclass(slots=True)
-class _Queued:
-    stmt: DriverStatement
-    params: Any
-    reply: asyncio.Future[Rows | object]
-
-
 class GroupCommit:
     """The batches of one pooled async engine (see the module docstring)."""
 
     def __init__(self, alone: Alone, together: Together) -> None:
         self._alone = alone
         self._together = together
-        self._queued: list[_Queued] = []
-        self._sending: set[asyncio.Task[None]] = set()  # strong references while sending
+        self._batches: LoopTurnBatches[Call, Rows] = LoopTurnBatches(
+            self._send, self._run_alone, BATCH_LIMIT)
 
     async def run(self, stmt: DriverStatement, params: Any) -> Rows:
         """``stmt``'s rows, once the batch it joins has committed."""
-        loop = asyncio.get_running_loop()
-        reply: asyncio.Future[Rows | object] = loop.create_future()
-        if not self._queued:
-            loop.call_soon(self._send_queued)
-        self._queued.append(_Queued(stmt, params, reply))
-        answer = await reply
-        if answer is _ALONE:  # nobody to batch with: the caller's own call, as unbatched
-            return await self._alone(stmt, params)
-        return answer  # type: ignore[return-value]
+        return await self._batches.call((stmt, params))
 
-    def _send_queued(self) -> None:
-        queued, self._queued = self._queued, []
-        live = [q for q in queued if not q.reply.done()]  # cancelled: not sent
-        if len(live) == 1:
-            live[0].reply.set_result(_ALONE)
-            return
-        for start in range(0, len(live), BATCH_LIMIT):
-            batch = live[start:start + BATCH_LIMIT]
-            task = asyncio.ensure_future(self._send(batch))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+    async def _run_alone(self, call: Call) -> Rows:
+        return await self._alone(*call)
 
-    async def _send_alone(self, queued: _Queued) -> None:
+    async def _send_alone(self, queued: Queued[Call, Rows]) -> None:
         try:
-            rows = await self._alone(queued.stmt, queued.params)
+            rows = await self._alone(*queued.item)
         except Exception as exc:
-            _settle(queued, exc)
-        except BaseException:
-            queued.reply.cancel()
-            raise
+            queued.settle(exc)
         else:
-            _settle(queued, rows)
+            queued.settle(rows)
 
-    async def _send(self, batch: list[_Queued]) -> None:
-        try:
-            outcome = await self._together([(q.stmt, q.params) for q in batch])
-        except Exception as exc:  # not the driver's (those are in the outcome): a bug
-            for queued in batch:
-                _settle(queued, exc)
-            return
-        except BaseException:
-            for queued in batch:
-                queued.reply.cancel()
-            raise
+    async def _send(self, batch: list[Queued[Call, Rows]]) -> None:
+        outcome = await self._together([q.item for q in batch])
         if outcome is None:  # rolled back: each statement again, by itself
             await asyncio.gather(*(self._send_alone(q) for q in batch))
             return
         for queued, result in zip(batch, outcome, strict=True):
-            _settle(queued, result)
-
-
-def _settle(queued: _Queued, result: Rows | Exception) -> None:
-    if queued.reply.done():
-        return  # its caller was cancelled meanwhile
-    if isinstance(result, Exception):
-        queued.reply.set_exception(result)
-    else:
-        queued.reply.set_result(result)
+            queued.settle(result)

@@ -767,6 +767,29 @@ async def test_concurrent_async_calls_share_one_pipelined_connection(
 
 
 @pytest.mark.redis
+async def test_a_command_alone_in_its_loop_turn_is_sent_by_itself(
+    redis_url: str, key_prefix: str, closing: Closing
+) -> None:
+    """One session's calls, one at a time, go out as plain commands (no pipeline of
+    one); two in the same loop turn go out as one pipeline."""
+    client = closing(redis.asyncio.Redis.from_url(redis_url))
+    pipelines = [0]
+    real_pipeline = client.pipeline
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        pipelines[0] += 1
+        return real_pipeline(*args, **kwargs)
+
+    client.pipeline = counted  # type: ignore[method-assign]
+    store = closing(RedisSessionStateStore(client, prefix=key_prefix, strict=True))
+    assert await store.asave(TENANT, "alone", rich_state(), expected_version=0) == 1
+    assert await store.aload(TENANT, "alone") is not None
+    assert pipelines == [0]
+    loaded = await asyncio.gather(store.aload(TENANT, "alone"), store.aload(TENANT, "none"))
+    assert loaded[0] is not None and loaded[1] is None and pipelines == [1]
+
+
+@pytest.mark.redis
 async def test_a_batched_command_fails_alone(
     redis_url: str, key_prefix: str, closing: Closing
 ) -> None:
