@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import math
 import re
 import types
 import uuid
@@ -226,7 +228,7 @@ class _Label(str):
     """A ``str`` subclass (an enum's value, a tool's label type)."""
 
 
-_leaves = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False),
+_leaves = st.one_of(st.none(), st.booleans(), st.floats(),
                     st.integers(-(2**63) + 1, 2**63 - 1), texts, texts.map(_Label))
 _json_like = st.recursive(_leaves, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
@@ -236,9 +238,12 @@ _json_like = st.recursive(_leaves, lambda inner: st.one_of(
 
 
 def _plain(value: Any) -> Any:
-    """``value`` with mappings as dicts, sequences as lists, strings as ``clean_text``'s."""
+    """``value`` with mappings as dicts, sequences as lists, strings as ``clean_text``'s,
+    and a NaN or an infinity by its name."""
     if isinstance(value, str):
         return clean_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, Mapping):
         return {clean_text(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -250,9 +255,10 @@ def _plain(value: Any) -> Any:
 def test_clean_json_cleans_every_string_and_keeps_the_rest(value: Any) -> None:
     """Whatever the container types (the exact JSON types take a fast path, mappings,
     tuples and ``str`` subclasses the general one), the result is plain JSON data with
-    every string cleaned and nothing else changed."""
+    every string cleaned, every NaN and infinity named, and nothing else changed."""
     got = clean_json(value)
     assert got == _plain(value)
+    json.dumps(got, allow_nan=False)  # JSON, as PostgreSQL's json type takes it
     assert not any(_UNSAFE.search(s) for s in _strings(got))
     assert type(got) in (dict, list) or not isinstance(got, (Mapping, list, tuple))
 

@@ -229,6 +229,37 @@ def test_nul_and_lone_surrogates_are_replaced_on_every_write(api: Api) -> None:
     assert api.export_thread(owner, th.id) == doc
 
 
+@pytest.mark.parametrize(("number", "name"), [
+    (float("nan"), "NaN"), (float("inf"), "Infinity"), (float("-inf"), "-Infinity")])
+def test_a_number_json_has_not_is_written_as_its_name_on_every_backend(
+    api: Api, number: float, name: str
+) -> None:
+    """A NaN or an infinity in tool arguments, a message's extra, a snapshot or model
+    settings is written as its name, on SQLite and PostgreSQL alike (PostgreSQL's driver
+    raised ``DataError`` for it, SQLite kept ``NaN``, which no JSON reader takes), and
+    the thread still exports and imports."""
+    owner = new_tenant()
+    th = api.create_thread(owner, metadata={"ratio": number})
+    (call,) = api.append(owner, th.id, NewMessage(
+        role="assistant", content=[ToolCallPart("c1", "t", {"ratio": [1.5, number]})]))
+    (asked,) = api.append(owner, th.id, user("q", extra={"score": number}))
+    tr = api.begin_turn_record(owner, th.id, user("q"), ModelInput(
+        rendered_block="b", state_snapshot={"min": number}, model_params={"t": number}))
+    api.complete_turn(owner, th.id, tr.turn_id, [NewMessage(
+        role="assistant", content=[ToolCallPart("c2", "t", {"x": number})]), bot("a")])
+    assert api.get_thread(owner, th.id).metadata == {"ratio": name}
+    got = {m.id: m for m in api.active_path(owner, th.id)}
+    assert got[call.id].parts[0].arguments == {"ratio": [1.5, name]}  # type: ignore[union-attr]
+    assert got[asked.id].extra == {"score": name}
+    seen = api.reconstruct_model_input(owner, th.id, tr.turn_id)
+    assert seen.state_snapshot == {"min": name} and seen.model_params == {"t": name}
+    doc = api.export_thread(owner, th.id)
+    json.loads(doc, parse_constant=lambda c: pytest.fail(f"{c} in the export"))
+    api.delete_thread(owner, th.id)
+    api.import_thread(owner, doc)
+    assert api.export_thread(owner, th.id) == doc
+
+
 # --------------------------------------------------------------------------- finding 10
 
 

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from math import isfinite
 from typing import Any, BinaryIO, TypeVar, Union
 
 import sqlalchemy as sa
@@ -255,8 +256,11 @@ JSON_INT = 2**63 - 1
 
 def clean_json(obj: Any) -> Any:
     """``obj`` with NUL and lone surrogates replaced in every string (keys included);
-    plain JSON data comes back unchanged (a copy of its containers). An integer beyond
-    64 bits is a ``ConfigError``: the export could not be imported again.
+    plain JSON data comes back unchanged (a copy of its containers). A NaN or an
+    infinity, which JSON has no number for, becomes its name (``"NaN"``, ``"Infinity"``,
+    ``"-Infinity"``), as a NUL becomes U+FFFD: PostgreSQL's ``json`` refused it and
+    SQLite kept text no JSON reader takes. An integer beyond 64 bits is a
+    ``ConfigError``: the export could not be imported again.
 
     Every model input passes here (state snapshot, tool schemas, settings), so the
     exact JSON types are dispatched on first, before the ``isinstance`` checks that
@@ -269,10 +273,14 @@ def clean_json(obj: Any) -> Any:
                 (clean_text(v) if type(v) is str else clean_json(v)) for k, v in obj.items()}
     if kind is list:
         return [clean_text(v) if type(v) is str else clean_json(v) for v in obj]
-    if obj is None or kind is bool or kind is float:
+    if obj is None or kind is bool:
         return obj
+    if kind is float:
+        return obj if isfinite(obj) else _number_name(obj)
     if isinstance(obj, str):
         return clean_text(obj)
+    if isinstance(obj, float):
+        return float(obj) if isfinite(obj) else _number_name(obj)
     if isinstance(obj, int) and not isinstance(obj, bool) and not -JSON_INT <= obj <= JSON_INT:
         raise ConfigError(f"JSON integer {obj} is beyond 64 bits (±{JSON_INT}); store it as a string")
     if isinstance(obj, Mapping):
@@ -280,6 +288,11 @@ def clean_json(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [clean_json(v) for v in obj]
     return obj
+
+
+def _number_name(value: float) -> str:
+    """What a NaN or an infinity is written as (JavaScript's and JSON5's names)."""
+    return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
 
 
 def clean_part(part: Part) -> Part:
