@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convmem.errors import ConfigError
+from convmem.transcript.ops.base import clean_json
 from convmem.transcript.records import (
     AttachmentPart,
     JSONDict,
@@ -117,9 +118,10 @@ def stored_parts(parts: Sequence[Part]) -> tuple[tuple[Part, ...], dict[str, byt
 
 
 def stored_extra(extra: Mapping[str, Any] | None) -> JSONDict:
-    """``extra`` as the database returns it (JSON); ``ConfigError`` if it is not JSON."""
+    """``extra`` as the database returns it (JSON, cleaned as the store writes it:
+    ``clean_json``); ``ConfigError`` if it is not JSON."""
     try:
-        loaded: JSONDict = json.loads(json.dumps(dict(extra or {}), allow_nan=False))
+        loaded: JSONDict = json.loads(json.dumps(clean_json(dict(extra or {})), allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"message extra cannot be recorded: the record keeps JSON only ({exc})") from exc
     return loaded

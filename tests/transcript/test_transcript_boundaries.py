@@ -42,6 +42,7 @@ from convmem.transcript import (
     TranscriptStore,
 )
 from convmem.transcript.cli import main as cli_main
+from convmem.transcript.framework_records import same_record
 from convmem.transcript.cli import render_tree
 
 
@@ -251,6 +252,8 @@ def test_a_number_json_has_not_is_written_as_its_name_on_every_backend(
     got = {m.id: m for m in api.active_path(owner, th.id)}
     assert got[call.id].parts[0].arguments == {"ratio": [1.5, name]}  # type: ignore[union-attr]
     assert got[asked.id].extra == {"score": name}
+    # a chat store's rewrite reuses the row: what it would store is what was stored
+    assert same_record(user("q", extra={"score": number}), got[asked.id])
     seen = api.reconstruct_model_input(owner, th.id, tr.turn_id)
     assert seen.state_snapshot == {"min": name} and seen.model_params == {"t": name}
     doc = api.export_thread(owner, th.id)
