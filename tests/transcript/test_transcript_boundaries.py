@@ -42,8 +42,8 @@ from convmem.transcript import (
     TranscriptStore,
 )
 from convmem.transcript.cli import main as cli_main
-from convmem.transcript.framework_records import same_record
 from convmem.transcript.cli import render_tree
+from convmem.transcript.framework_records import same_record
 
 
 @pytest.fixture(params=["sync", "async"])
