@@ -96,5 +96,6 @@ class LoopTurnBatches(Generic[Item, Result]):
             for queued in batch:
                 queued.reply.cancel()
             raise
-        for queued in batch:
-            queued.settle(RuntimeError("a batched call was left unanswered"))
+        else:
+            for queued in batch:
+                queued.settle(RuntimeError("a batched call was left unanswered"))

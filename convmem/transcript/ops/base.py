@@ -262,12 +262,12 @@ def clean_json(obj: Any) -> Any:
     SQLite kept text no JSON reader takes. An integer beyond 64 bits is a
     ``ConfigError``: the export could not be imported again.
 
-    Every model input passes here (state snapshot, tool schemas, settings), so the
-    exact JSON types are dispatched on first, before the ``isinstance`` checks that
-    also admit mappings, tuples and subclasses."""
-    kind = type(obj)
-    if kind is str:
+    Every model input passes here (state snapshot, tool schemas, settings), so exact
+    dicts and lists are dispatched on first, before the ``Mapping`` check (an ABC's, and
+    slow) that also admits other mappings."""
+    if isinstance(obj, str):
         return clean_text(obj)
+    kind = type(obj)
     if kind is dict:
         return {(clean_text(k) if isinstance(k, str) else k):
                 (clean_text(v) if type(v) is str else clean_json(v)) for k, v in obj.items()}
@@ -275,10 +275,6 @@ def clean_json(obj: Any) -> Any:
         return [clean_text(v) if type(v) is str else clean_json(v) for v in obj]
     if obj is None or kind is bool:
         return obj
-    if kind is float:
-        return obj if isfinite(obj) else _number_name(obj)
-    if isinstance(obj, str):
-        return clean_text(obj)
     if isinstance(obj, float):
         return float(obj) if isfinite(obj) else _number_name(obj)
     if isinstance(obj, int) and not isinstance(obj, bool) and not -JSON_INT <= obj <= JSON_INT:
