@@ -263,6 +263,23 @@ def test_a_number_json_has_not_is_written_as_its_name_on_every_backend(
     assert api.export_thread(owner, th.id) == doc
 
 
+def test_an_import_holding_a_nan_is_refused_naming_where(api: Api) -> None:
+    """A hostile import may carry ``NaN`` (Python's JSON reader takes it): refused with
+    the path to it, and nothing written, on both backends."""
+    owner = new_tenant()
+    th = api.create_thread(owner)
+    api.append(owner, th.id, NewMessage(
+        role="assistant", content=[ToolCallPart("c1", "t", {"x": 1.5})]))
+    doc = api.export_thread(owner, th.id)
+    api.delete_thread(owner, th.id)
+    hostile = doc.replace('"x":1.5', '"x":NaN')
+    assert hostile != doc
+    with pytest.raises(ImportRefused, match=r"arguments\.x"):
+        api.import_thread(owner, hostile)
+    with pytest.raises(ThreadNotFound):
+        api.get_thread(owner, th.id)
+
+
 # --------------------------------------------------------------------------- finding 10
 
 
