@@ -4,6 +4,7 @@ commit point 1 only)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from lc_fakes import ScriptedChatModel, call, shape
 from test_lc_middleware import SUMMIT_OPTIONS, SYSTEM, lookup_customer, search_customers
@@ -204,3 +206,25 @@ def test_runnable_failing_model_leaves_commit_point_one(recorded: SessionMemory)
     assert r.completed_at is None
     assert sent(r, block_apart=True) == [
         ("system", SYSTEM), ("system", r.rendered_block), ("human", "Pull up Brightwater Farms.")]
+
+
+def test_a_tool_call_with_a_nan_argument_is_recorded_by_name(recorded: SessionMemory) -> None:
+    """The model asks for a tool with ``NaN`` in its arguments (LangChain's tool and
+    ``ToolMessage`` take it): the turn completes and the record names the number
+    (PostgreSQL refused the whole commit point 2 before)."""
+
+    @tool
+    def score(ratio: float) -> str:
+        """Score a ratio."""
+        return json.dumps({"ok": True, "data": []})
+
+    model = ScriptedChatModel(responses=[call("score", "c1", ratio=float("nan")),
+                                         AIMessage("No score for that.")])
+    agent = create_agent(model, [score], system_prompt=SYSTEM,
+                         middleware=[SessionMemoryMiddleware(recorded)])
+    out = agent.invoke({"messages": [HumanMessage("Score it.")]}, CFG)
+    assert out["messages"][-1].text == "No score for that."
+    _, path = record(recorded, "t-1")
+    assert [p for m in path for p in m.parts if isinstance(p, ToolCallPart)] == [
+        ToolCallPart("c1", "score", {"ratio": "NaN"})]
+    assert path[-1].text == "No score for that."
