@@ -30,6 +30,7 @@ from convmem.transcript.ops.messages import (
     drop_attachment_refs,
     get_message,
     lock_thread,
+    read_thread,
 )
 from convmem.transcript.provenance import derived_texts
 from convmem.transcript.records import (
@@ -143,6 +144,41 @@ def quotes(turn: Mapping[str, Any], ids: set[str]) -> bool:
     return turn["user_message_id"] in ids or not ids.isdisjoint(quoted)
 
 
+_LOCK_THREADS = (
+    sa.select(THREADS.c.id)
+    .where(THREADS.c.tenant == sa.bindparam("l_tenant"),
+           THREADS.c.id.in_(sa.bindparam("l_ids", expanding=True)))
+    .order_by(THREADS.c.id)
+    .with_for_update()
+)
+
+
+def _lock_copies(tenant: str, thread_id: str, message_id: str) -> Op[list[JSONDict]]:
+    """The rows of a message's copy family (it, what it copies, every copy of that,
+    across forks), with every thread holding one locked.
+
+    A turn checks the messages it quotes under its own thread's lock only
+    (``turns.begin_turn_record``): a redaction rewriting a fork's copy must hold the
+    fork's lock too, or a turn there records a block quoting what is being erased.
+    The threads are locked in id order (two redactions never wait on each other in a
+    cycle); a fork made before the locks adds a thread, locked in turn (a fork locks
+    its source, so none is made after)."""
+    yield from read_thread(tenant, thread_id)  # ThreadNotFound before anything else
+    target = yield from get_message(tenant, thread_id, message_id)
+    root = target.copy_of or target.id
+    family = sa.select(MESSAGES).where(
+        MESSAGES.c.tenant == tenant, sa.or_(MESSAGES.c.id == root, MESSAGES.c.copy_of == root)
+    )
+    rows = [dict(r) for r in (yield family).mappings().all()]
+    tried: set[str] = set()
+    while (wanted := {r["thread_id"] for r in rows} | {thread_id}) - tried:
+        yield (_LOCK_THREADS, {"l_tenant": tenant, "l_ids": sorted(wanted - tried)})
+        tried |= wanted
+        yield from lock_thread(tenant, thread_id)  # still there (else ThreadNotFound)
+        rows = [dict(r) for r in (yield family).mappings().all()]
+    return rows
+
+
 def redact(
     ctx: Ctx,
     tenant: str,
@@ -166,14 +202,7 @@ def redact(
     if not isinstance(reason, str) or not reason.strip():
         raise ConfigError("redact: actor and reason are required (they go to the redaction log)")
     reason, replacement = clean_text(reason), clean_text(replacement)
-    yield from lock_thread(tenant, thread_id)
-    target = yield from get_message(tenant, thread_id, message_id)
-    root = target.copy_of or target.id
-    res = yield sa.select(MESSAGES).where(
-        MESSAGES.c.tenant == tenant,
-        sa.or_(MESSAGES.c.id == root, MESSAGES.c.copy_of == root),
-    )
-    rows = [dict(r) for r in res.mappings().all()]
+    rows = yield from _lock_copies(tenant, thread_id, message_id)
     found: set[str] = set()
     for r in rows:
         found |= _needles(r["parts"] or [])

@@ -1,0 +1,169 @@
+"""Commit point 1 against a redaction or another write that commits while it waits
+for the thread's lock, on SQLite and PostgreSQL, through ``begin_turn_record`` and
+its async twin.
+
+Commit point 1 checks that the messages its model input quotes are still intact,
+under its thread's lock. A redaction locks every thread whose rows it rewrites
+(forks carrying copies included), so one that commits while the turn waits is always
+seen. The fork cases that edit (the transactional path, which reads the quoted
+messages without row locks) failed before: the redaction locked only the thread it
+was called on, and the turn on the fork recorded a block quoting the copy it was
+erasing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from convmem.effects import drive
+from convmem.transcript import (
+    ModelInput,
+    NewMessage,
+    QuotedRedacted,
+    TranscriptStore,
+    ops,
+)
+from convmem.transcript.engine import _answer
+
+SECRET = "Which card ends in 4242?"
+
+_WAITING = sa.text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                   " AND datname = current_database()")
+
+
+def _waiting_on_a_lock(store: TranscriptStore, turn: threading.Thread) -> None:
+    """Until a statement of this database waits for a lock (PostgreSQL) or ``turn``
+    has ended (it did not wait: its outcome tells); SQLite's waiting cannot be seen
+    from outside: a pause instead."""
+    if store.dialect != "postgresql":
+        time.sleep(0.3)
+        return
+    deadline = time.monotonic() + 20
+    with store.engine.connect() as watch:
+        while turn.is_alive() and not watch.execute(_WAITING).scalar():
+            assert time.monotonic() < deadline, "commit point 1 neither waited nor ended"
+            watch.rollback()
+            time.sleep(0.01)
+
+
+def _held(store: TranscriptStore, op: ops.Op[Any]) -> Iterator[Any]:
+    """Run ``op`` in a write transaction and keep it open (its locks held) until the
+    generator is resumed: then commit."""
+    with store.engine.connect() as conn:
+        conn.execution_options(convmem_write=True)
+        with conn.begin():
+            yield drive(op, _answer(conn.execute))
+
+
+class _Turn(threading.Thread):
+    """Commit point 1 in a thread of its own, by ``begin_turn_record`` or (in an event
+    loop of its own) ``abegin_turn_record``; ``result()`` returns or raises its outcome."""
+
+    def __init__(self, store: TranscriptStore, sync: bool, *args: Any, **kw: Any) -> None:
+        super().__init__(daemon=True)
+        self._call = (lambda: store.begin_turn_record(*args, **kw)) if sync else (
+            lambda: asyncio.run(store.abegin_turn_record(*args, **kw)))
+        self._out: dict[str, Any] = {}
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._out["value"] = self._call()
+        except BaseException as exc:  # handed to the test
+            self._out["error"] = exc
+
+    def result(self) -> Any:
+        self.join(30)
+        assert not self.is_alive(), "commit point 1 did not end"
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["value"]
+
+
+def _conversation(
+    store: TranscriptStore, tenant: str, where: str
+) -> tuple[str, str, str, list[str]]:
+    """A thread that asked ``SECRET`` and answered, twice, and a fork of it: the thread
+    and message the redaction is called on, and the thread of the next turn with its
+    path (ids; the first is the question there, the original or its copy). ``where``:
+    both in the thread (``same thread``); the original redacted, the turn on the fork
+    (``fork``); the fork's copy redacted, the turn on the original (``origin``)."""
+    th = store.create_thread(tenant)
+    said = store.append(tenant, th.id, [
+        NewMessage(role="user", content=SECRET),
+        NewMessage(role="assistant", content="The Visa."),
+        NewMessage(role="user", content="And its limit?"),
+        NewMessage(role="assistant", content="$5,000."),
+    ])
+    fork = store.fork_thread(tenant, th.id, said[-1].id).id
+    on_fork = [m.id for m in store.active_path(tenant, fork)]
+    on_th = [m.id for m in said]
+    if where == "same thread":
+        return th.id, said[0].id, th.id, on_th
+    if where == "fork":
+        return th.id, said[0].id, fork, on_fork
+    return fork, on_fork[0], th.id, on_th
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+@pytest.mark.parametrize("edit", [False, True], ids=["follows", "edits"])
+@pytest.mark.parametrize("where", ["same thread", "fork", "origin"])
+def test_a_redaction_committing_while_commit_point_one_waits_is_seen(
+    transcript: TranscriptStore, sync: bool, edit: bool, where: str
+) -> None:
+    """The redaction holds its locks; the turn, quoting the message, waits; the
+    redaction commits: the turn writes nothing and names the message."""
+    store = transcript
+    tenant = f"race-{uuid.uuid4().hex[:8]}"
+    redact_in, asked, turn_in, path = _conversation(store, tenant, where)
+    quoted = path[0]
+    redaction = _held(store, ops.redact(store._ctx, tenant, redact_in, asked, "dpo",
+                                        "erasure request", "[redacted]"))
+    receipt = next(redaction)
+    assert quoted in receipt.message_ids
+    turn = _Turn(
+        store, sync, tenant, turn_in, NewMessage(role="user", content="Is it still active?"),
+        ModelInput(rendered_block=f'Asked: "{SECRET}"', quoted_message_ids=[quoted]),
+        parent_id=path[1] if edit else ops.ACTIVE)
+    _waiting_on_a_lock(store, turn)
+    next(redaction, None)  # commit
+    with pytest.raises(QuotedRedacted) as refused:
+        turn.result()
+    assert refused.value.message_ids == [quoted]
+    assert [m.id for m in store.active_path(tenant, turn_in)] == path  # nothing written
+    assert SECRET not in store.export_thread(tenant, turn_in)
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_another_write_committing_while_commit_point_one_waits_leaves_the_turn_whole(
+    transcript: TranscriptStore, sync: bool
+) -> None:
+    """What commits while the turn waits redacts nothing it quotes (an append; a
+    redaction of a message it does not quote): the turn is recorded, quoting it."""
+    store = transcript
+    tenant = f"race-{uuid.uuid4().hex[:8]}"
+    th, quoted, _, path = _conversation(store, tenant, "same thread")
+    for op in (
+        ops.append(store._ctx, tenant, th, [NewMessage(role="user", content="Hello?")],
+                   ops.ACTIVE, True, None),
+        ops.redact(store._ctx, tenant, th, path[3], "dpo", "request", "[redacted]"),
+    ):
+        held = _held(store, op)
+        next(held)
+        turn = _Turn(
+            store, sync, tenant, th, NewMessage(role="user", content="Is it still active?"),
+            ModelInput(rendered_block=f'Asked: "{SECRET}"', quoted_message_ids=[quoted]))
+        _waiting_on_a_lock(store, turn)
+        assert turn.is_alive()  # it waited
+        next(held, None)
+        record = turn.result()
+        made = store.reconstruct_model_input(tenant, th, record.turn_id)
+        assert SECRET in made.rendered_block
