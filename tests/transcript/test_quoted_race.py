@@ -8,7 +8,8 @@ under its thread's lock. A redaction locks every thread whose rows it rewrites
 seen. The fork cases that edit (the transactional path, which reads the quoted
 messages without row locks) failed before: the redaction locked only the thread it
 was called on, and the turn on the fork recorded a block quoting the copy it was
-erasing.
+erasing. Two redactions of one copy family, called from either side, take those
+locks in one order and both complete.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -167,3 +168,48 @@ def test_another_write_committing_while_commit_point_one_waits_leaves_the_turn_w
         record = turn.result()
         made = store.reconstruct_model_input(tenant, th, record.turn_id)
         assert SECRET in made.rendered_block
+
+
+def _at_once(*calls: Callable[[], Any]) -> list[Any]:
+    """Each call on a thread of its own, all released together: their results, or the
+    first error raised."""
+    start = threading.Barrier(len(calls))
+    out: list[dict[str, Any]] = [{} for _ in calls]
+
+    def run(call: Callable[[], Any], into: dict[str, Any]) -> None:
+        start.wait()
+        try:
+            into["value"] = call()
+        except BaseException as exc:  # handed to the test
+            into["error"] = exc
+
+    threads = [threading.Thread(target=run, args=pair, daemon=True)
+               for pair in zip(calls, out, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "a call did not end"
+    for got in out:
+        if "error" in got:
+            raise got["error"]
+    return [got["value"] for got in out]
+
+
+def test_redactions_of_one_copy_family_from_both_sides_at_once_both_complete(
+    transcript: TranscriptStore,
+) -> None:
+    """One redaction called on the thread, another on its fork, each rewriting rows in
+    both: they take the threads' locks in one order, so neither deadlocks the other
+    (on PostgreSQL a cycle would abort one with ``DeadlockDetected``)."""
+    store = transcript
+    for _ in range(8):
+        tenant = f"race-{uuid.uuid4().hex[:8]}"
+        th, asked, fork, on_fork = _conversation(store, tenant, "fork")
+        receipts = _at_once(
+            lambda t=tenant, th=th, m=asked: store.redact(t, th, m, actor="dpo", reason="r"),
+            lambda t=tenant, f=fork, m=on_fork[1]: store.redact(t, f, m, actor="dpo", reason="r"),
+        )
+        assert [len(r.message_ids) for r in receipts] == [2, 2]  # each: it and its copy
+        assert SECRET not in store.export_thread(tenant, fork)
+        assert "The Visa." not in store.export_thread(tenant, th)
