@@ -253,6 +253,25 @@ _BAD_COPY = sa.text(
     "AND NOT EXISTS (SELECT 1 FROM convmem_messages x WHERE x.tenant = :tenant "
     "AND x.id = m.copy_of) ORDER BY m.idx LIMIT 1"
 )
+#: A copy arriving whole whose original is redacted (stored, or in the document): a
+#: redaction reaches every copy, so a backup taken before it cannot bring one back.
+_REDACTED_ORIGINAL = sa.text(
+    "SELECT m.idx FROM convmem_import_msg m WHERE m.copy_of IS NOT NULL AND m.redacted = 0 "
+    "AND (EXISTS (SELECT 1 FROM convmem_import_msg d WHERE d.id = m.copy_of AND d.redacted = 1) "
+    "OR (NOT EXISTS (SELECT 1 FROM convmem_import_msg d WHERE d.id = m.copy_of) "
+    "AND EXISTS (SELECT 1 FROM convmem_messages x WHERE x.tenant = :tenant "
+    "AND x.id = m.copy_of AND x.redacted_at IS NOT NULL))) ORDER BY m.idx LIMIT 1"
+)
+#: The threads holding the stored originals of the document's copies, locked ``FOR
+#: SHARE`` in id order before the copies are checked (PostgreSQL; SQLite has one writer):
+#: a redaction holds them ``FOR UPDATE`` while it reads the copies it rewrites, so it
+#: either commits first (the check then sees the original redacted) or waits for this
+#: import and then finds the new copies.
+_LOCK_ORIGINALS = sa.text(
+    "SELECT t.id FROM convmem_threads t WHERE t.tenant = :tenant AND t.id IN ("
+    "SELECT x.thread_id FROM convmem_messages x JOIN convmem_import_msg m "
+    "ON x.tenant = :tenant AND x.id = m.copy_of) ORDER BY t.id FOR SHARE"
+)
 _DUP_ATTACHMENT = sa.text(
     "SELECT b.idx, a.idx FROM convmem_import_att a JOIN convmem_import_att b "
     "ON a.sha = b.sha AND a.idx < b.idx ORDER BY b.idx LIMIT 1"
@@ -346,6 +365,14 @@ _COPIES_AND_ATTACHMENTS: tuple[_Check, ...] = (
         ),
     ),
     (
+        _REDACTED_ORIGINAL,
+        lambda r: (
+            f"$.messages[{r[0]}].copy_of",
+            "names a redacted message, but this copy of it is not redacted (a redaction "
+            "reaches every copy: export the thread again, after the redaction)",
+        ),
+    ),
+    (
         _DUP_ATTACHMENT,
         lambda r: (f"$.attachments[{r[0]}].sha256", f"repeats $.attachments[{r[1]}]"),
     ),
@@ -392,6 +419,8 @@ def check_whole(ctx: Ctx, tenant: str, st: Staged, new_ids: bool) -> Op[None]:
     if th.active_leaf is not None:
         if _first((yield (_HAS_MESSAGE, {"id": th.active_leaf}))) is None:
             raise ImportRefused("$.thread.active_leaf", "names no message of this document")
+    if ctx.dialect == "postgresql":
+        yield (_LOCK_ORIGINALS, {"tenant": tenant})
     yield from _run_checks(_COPIES_AND_ATTACHMENTS, tenant)
     if new_ids:
         return

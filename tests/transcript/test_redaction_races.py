@@ -1,6 +1,6 @@
-"""Commit point 1 against a redaction or another write that commits while it waits
-for the thread's lock, on SQLite and PostgreSQL, through ``begin_turn_record`` and
-its async twin.
+"""A redaction against what races it, on SQLite and PostgreSQL, through the sync
+methods and their async twins: commit point 1 waiting for the thread's lock, another
+redaction of the same copies, an import bringing a copy back.
 
 Commit point 1 checks that the messages its model input quotes are still intact,
 under its thread's lock. A redaction locks every thread whose rows it rewrites
@@ -9,12 +9,15 @@ seen. The fork cases that edit (the transactional path, which reads the quoted
 messages without row locks) failed before: the redaction locked only the thread it
 was called on, and the turn on the fork recorded a block quoting the copy it was
 erasing. Two redactions of one copy family, called from either side, take those
-locks in one order and both complete.
+locks in one order and both complete. An import whose copy names a redacted original
+is refused (it failed before: a fork exported before the redaction brought the text
+back), and one racing the redaction waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 import uuid
@@ -25,10 +28,13 @@ import pytest
 import sqlalchemy as sa
 
 from convmem.effects import drive
+from convmem.testing.transcript_driver import Api
 from convmem.transcript import (
+    ImportRefused,
     ModelInput,
     NewMessage,
     QuotedRedacted,
+    ThreadNotFound,
     TranscriptStore,
     ops,
 )
@@ -64,14 +70,12 @@ def _held(store: TranscriptStore, op: ops.Op[Any]) -> Iterator[Any]:
             yield drive(op, _answer(conn.execute))
 
 
-class _Turn(threading.Thread):
-    """Commit point 1 in a thread of its own, by ``begin_turn_record`` or (in an event
-    loop of its own) ``abegin_turn_record``; ``result()`` returns or raises its outcome."""
+class _Call(threading.Thread):
+    """``call()`` in a thread of its own; ``result()`` returns or raises its outcome."""
 
-    def __init__(self, store: TranscriptStore, sync: bool, *args: Any, **kw: Any) -> None:
+    def __init__(self, call: Callable[[], Any]) -> None:
         super().__init__(daemon=True)
-        self._call = (lambda: store.begin_turn_record(*args, **kw)) if sync else (
-            lambda: asyncio.run(store.abegin_turn_record(*args, **kw)))
+        self._call = call
         self._out: dict[str, Any] = {}
         self.start()
 
@@ -83,10 +87,17 @@ class _Turn(threading.Thread):
 
     def result(self) -> Any:
         self.join(30)
-        assert not self.is_alive(), "commit point 1 did not end"
+        assert not self.is_alive(), "the call did not end"
         if "error" in self._out:
             raise self._out["error"]
         return self._out["value"]
+
+
+def _turn(store: TranscriptStore, sync: bool, *args: Any, **kw: Any) -> _Call:
+    """Commit point 1 by ``begin_turn_record`` or, in an event loop of its own,
+    ``abegin_turn_record``."""
+    return _Call((lambda: store.begin_turn_record(*args, **kw)) if sync else (
+        lambda: asyncio.run(store.abegin_turn_record(*args, **kw))))
 
 
 def _conversation(
@@ -130,7 +141,7 @@ def test_a_redaction_committing_while_commit_point_one_waits_is_seen(
                                         "erasure request", "[redacted]"))
     receipt = next(redaction)
     assert quoted in receipt.message_ids
-    turn = _Turn(
+    turn = _turn(
         store, sync, tenant, turn_in, NewMessage(role="user", content="Is it still active?"),
         ModelInput(rendered_block=f'Asked: "{SECRET}"', quoted_message_ids=[quoted]),
         parent_id=path[1] if edit else ops.ACTIVE)
@@ -159,7 +170,7 @@ def test_another_write_committing_while_commit_point_one_waits_leaves_the_turn_w
     ):
         held = _held(store, op)
         next(held)
-        turn = _Turn(
+        turn = _turn(
             store, sync, tenant, th, NewMessage(role="user", content="Is it still active?"),
             ModelInput(rendered_block=f'Asked: "{SECRET}"', quoted_message_ids=[quoted]))
         _waiting_on_a_lock(store, turn)
@@ -213,3 +224,70 @@ def test_redactions_of_one_copy_family_from_both_sides_at_once_both_complete(
         assert [len(r.message_ids) for r in receipts] == [2, 2]  # each: it and its copy
         assert SECRET not in store.export_thread(tenant, fork)
         assert "The Visa." not in store.export_thread(tenant, th)
+
+
+@pytest.fixture(params=["sync", "async"])
+def api(request: pytest.FixtureRequest, transcript: TranscriptStore) -> Iterator[Api]:
+    api = Api(transcript, request.param)
+    yield api
+    api.close()
+
+
+def test_a_fork_exported_before_a_redaction_cannot_bring_the_copy_back(api: Api) -> None:
+    """The fork is exported (a backup), deleted, its original redacted; importing the
+    backup is refused at the copy, and nothing is written."""
+    tenant = f"race-{uuid.uuid4().hex[:8]}"
+    th, asked, fork, _ = _conversation(api.store, tenant, "fork")
+    backup = api.export_thread(tenant, fork)
+    api.delete_thread(tenant, fork)
+    api.redact(tenant, th, asked, actor="dpo", reason="erasure request")
+    with pytest.raises(ImportRefused) as refused:
+        api.import_thread(tenant, backup)
+    assert refused.value.path == "$.messages[0].copy_of"
+    with pytest.raises(ThreadNotFound):
+        api.get_thread(tenant, fork)
+    assert [t.id for t in api.list_threads(tenant)] == [th]
+
+
+def test_a_document_whose_original_is_redacted_and_copy_is_not_is_refused(api: Api) -> None:
+    """The same within one document (written by someone else): its own original is
+    redacted, a copy of it is not."""
+    tenant = f"race-{uuid.uuid4().hex[:8]}"
+    th, _, _, _ = _conversation(api.store, tenant, "same thread")
+    doc = json.loads(api.export_thread(tenant, th))
+    api.delete_thread(tenant, th)
+    first = doc["messages"][0]
+    first["redacted_at"] = first["received_at"]
+    first["parts"] = [{"kind": "text", "text": "[redacted]"}]
+    doc["messages"][2]["copy_of"] = first["id"]
+    doc["messages"][2]["parts"] = [{"kind": "text", "text": SECRET}]
+    with pytest.raises(ImportRefused) as refused:
+        api.import_thread(tenant, json.dumps(doc))
+    assert refused.value.path == "$.messages[2].copy_of"
+    with pytest.raises(ThreadNotFound):
+        api.get_thread(tenant, th)
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_an_import_racing_a_redaction_of_its_copies_original_waits_and_is_refused(
+    transcript: TranscriptStore, sync: bool
+) -> None:
+    """The redaction holds its locks; the import of a backup of the fork, deleted
+    since, waits for the original's thread; the redaction commits: the import is
+    refused, and no copy of the text is left."""
+    store = transcript
+    tenant = f"race-{uuid.uuid4().hex[:8]}"
+    th, asked, fork, _ = _conversation(store, tenant, "fork")
+    backup = store.export_thread(tenant, fork)
+    store.delete_thread(tenant, fork)
+    redaction = _held(store, ops.redact(store._ctx, tenant, th, asked, "dpo", "request",
+                                        "[redacted]"))
+    next(redaction)
+    importing = _Call(lambda: store.import_thread(tenant, backup) if sync else
+                      asyncio.run(store.aimport_thread(tenant, backup)))
+    _waiting_on_a_lock(store, importing)
+    next(redaction, None)  # commit
+    with pytest.raises(ImportRefused):
+        importing.result()
+    assert [t.id for t in store.list_threads(tenant)] == [th]
+    assert SECRET not in store.export_thread(tenant, th)
