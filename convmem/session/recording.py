@@ -701,10 +701,35 @@ class RecordFlows(TurnFlows):
             thread_id, t.redact, t.aredact, message_id,
             actor=actor, reason=reason, replacement=replacement,
         )
-        self._bindings.pop((self.tenant, thread_id), None)  # it may hold the text
         gone = _question_texts(found)
+        own = {m.thread_id for m in found}
+        keys = [thread_id]
+        for tid in receipt.thread_ids:  # forks holding a copy: their keys' state too
+            if tid not in own and (key := (yield from self._key_of(tid))) is not None:
+                keys.append(key)
+        for key in keys:
+            yield from self._forget_questions(key, gone, replacement)
+        return receipt
+
+    def _key_of(self, transcript_thread_id: str) -> Flow[str | None]:
+        """The conversation key a transcript thread is bound to (``None``: none, or the
+        thread is gone)."""
+        from convmem.transcript.errors import ThreadNotFound
+
+        t = self._transcript()
+        try:
+            thread = yield from do(call(t.get_thread, t.aget_thread, self.tenant,
+                                        transcript_thread_id))
+        except ThreadNotFound:
+            return None
+        return thread.key
+
+    def _forget_questions(self, thread_id: str, gone: set[str], replacement: str) -> Flow[None]:
+        """Take the texts ``gone`` out of the key's live state: its kept binding, the
+        turn this process has open on it, and the stored state."""
+        self._bindings.pop((self.tenant, thread_id), None)  # it may hold the text
         if not gone:
-            return receipt
+            return
         record = self._open.get((self.tenant, thread_id))
         if record is not None and (record.text in gone or record.question in gone):
             record.text = replacement
@@ -718,6 +743,5 @@ class RecordFlows(TurnFlows):
             return (None if scrubbed == current else scrubbed), None
 
         yield from self._save_with_retry(thread_id, _no_io(compute), f"redact {thread_id}")
-        return receipt
 
     # ------------------------------------------------------------------ helpers

@@ -389,6 +389,9 @@ class RedactionReceipt:
     turn_ids: tuple[str, ...]
     derived_ids: tuple[str, ...]
     attachments_removed: int
+    #: The threads whose rows it rewrote: the one it was called on, and every fork
+    #: holding a copy (their conversations' live state may quote the message too).
+    thread_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

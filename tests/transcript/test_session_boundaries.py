@@ -12,7 +12,9 @@ in flight. SQLite and PostgreSQL, sync and async (the fixtures of
   the old turn's ``end_turn`` does not close the new conversation's open turn
   (issue 22, finding 7);
 - a question redacted by another worker while a turn quoting it is open is not
-  recorded with that turn's model input (issue 22, finding 2).
+  recorded with that turn's model input (issue 22, finding 2);
+- a question redacted through a fork's copy leaves the original conversation's live
+  state too.
 """
 
 from __future__ import annotations
@@ -104,6 +106,34 @@ def test_redaction_reaches_every_rendered_copy_of_a_question(
     assert marker not in t.block("th")
     state = t.get_state("th")
     assert state is not None and not any(marker in q for q in state.recent_questions)
+
+
+def test_redacting_a_forks_copy_takes_the_question_out_of_the_originals_state(
+    make: Any, transcript: TranscriptStore, tenant: str
+) -> None:
+    """The thread of key "th" is forked under key "branch"; the question is redacted
+    through "branch" (its copy there). The redaction reaches the original, and so does
+    the erasure of its live state: "th"'s state, block and next model input no longer
+    quote it (they did: only the key the redaction was called on was scrubbed)."""
+    secret = "What did they order last quarter?"
+    t = make(transcript)
+    _two_turns(t)
+    state = t.get_state("th")
+    assert state is not None and secret in state.recent_questions
+    tid = t.transcript_thread_id("th")
+    path = t.store("active_path", tenant, tid)
+    t.store("fork_thread", tenant, tid, path[-1].id, key="branch")
+    (copy,) = [m for m in t.store("active_path", tenant, t.transcript_thread_id("branch"))
+               if m.text == secret]
+    receipt = t.redact("branch", copy.id, actor="dpo", reason="erasure request")
+    assert tid in receipt.thread_ids and len(receipt.message_ids) == 2
+    state = t.get_state("th")
+    assert state is not None and "order last quarter" not in repr(state)  # and its rewrite
+    assert secret not in t.block("th")
+    started = t.begin_turn("th", "Who's their rep?", today=TODAY, model_call=CALL)
+    assert isinstance(started, TurnContext) and secret not in started.block
+    t.end_turn("th", answer="Dana.")
+    assert secret not in _dump(transcript, tenant)
 
 
 def _quoted(store: TranscriptStore, tenant: str) -> list[list[str]]:

@@ -278,6 +278,7 @@ def redact(
         turn_ids=tuple(sorted(turn_ids)),
         derived_ids=tuple(derived_ids),
         attachments_removed=removed,
+        thread_ids=tuple(threads),
     )
 
 
