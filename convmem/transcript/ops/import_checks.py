@@ -263,10 +263,10 @@ _REDACTED_ORIGINAL = sa.text(
     "AND x.id = m.copy_of AND x.redacted_at IS NOT NULL))) ORDER BY m.idx LIMIT 1"
 )
 #: The threads holding the stored originals of the document's copies, locked ``FOR
-#: SHARE`` in id order before the copies are checked (PostgreSQL; SQLite has one writer):
-#: a redaction holds them ``FOR UPDATE`` while it reads the copies it rewrites, so it
-#: either commits first (the check then sees the original redacted) or waits for this
-#: import and then finds the new copies.
+#: SHARE`` in id order (PostgreSQL; SQLite has one writer). A redaction holds them ``FOR
+#: UPDATE`` while it reads the copies it rewrites, so it either commits first (the
+#: check after this lock sees the original redacted) or waits for this import and then
+#: finds the new copies.
 _LOCK_ORIGINALS = sa.text(
     "SELECT t.id FROM convmem_threads t WHERE t.tenant = :tenant AND t.id IN ("
     "SELECT x.thread_id FROM convmem_messages x JOIN convmem_import_msg m "
@@ -355,6 +355,14 @@ _IDS_AND_REFERENCES: tuple[_Check, ...] = (
         ),
     ),
 )
+_REDACTED_COPY: _Check = (
+    _REDACTED_ORIGINAL,
+    lambda r: (
+        f"$.messages[{r[0]}].copy_of",
+        "names a redacted message, but this copy of it is not redacted (a redaction "
+        "reaches every copy: export the thread again, after the redaction)",
+    ),
+)
 _COPIES_AND_ATTACHMENTS: tuple[_Check, ...] = (
     (
         _BAD_COPY,
@@ -364,14 +372,7 @@ _COPIES_AND_ATTACHMENTS: tuple[_Check, ...] = (
             "be in the document, or be the tenant's message it was forked from)",
         ),
     ),
-    (
-        _REDACTED_ORIGINAL,
-        lambda r: (
-            f"$.messages[{r[0]}].copy_of",
-            "names a redacted message, but this copy of it is not redacted (a redaction "
-            "reaches every copy: export the thread again, after the redaction)",
-        ),
-    ),
+    _REDACTED_COPY,
     (
         _DUP_ATTACHMENT,
         lambda r: (f"$.attachments[{r[0]}].sha256", f"repeats $.attachments[{r[1]}]"),
@@ -405,6 +406,15 @@ def _run_checks(checks: tuple[_Check, ...], tenant: str) -> Op[None]:
             raise ImportRefused(*refusal(row))
 
 
+def check_originals_locked(ctx: Ctx, tenant: str) -> Op[None]:
+    """The copies' originals checked again under their threads' locks, last, right
+    before the import commits: a redaction that committed since pass 1 is seen, and one
+    still to come waits for the commit (a turn on those threads waits only for that)."""
+    if ctx.dialect == "postgresql":
+        yield (_LOCK_ORIGINALS, {"tenant": tenant})
+        yield from _run_checks((_REDACTED_COPY,), tenant)
+
+
 def check_whole(ctx: Ctx, tenant: str, st: Staged, new_ids: bool) -> Op[None]:
     """Pass 1's cross-record checks, as queries over the staged ids."""
     th = st.thread
@@ -419,8 +429,6 @@ def check_whole(ctx: Ctx, tenant: str, st: Staged, new_ids: bool) -> Op[None]:
     if th.active_leaf is not None:
         if _first((yield (_HAS_MESSAGE, {"id": th.active_leaf}))) is None:
             raise ImportRefused("$.thread.active_leaf", "names no message of this document")
-    if ctx.dialect == "postgresql":
-        yield (_LOCK_ORIGINALS, {"tenant": tenant})
     yield from _run_checks(_COPIES_AND_ATTACHMENTS, tenant)
     if new_ids:
         return

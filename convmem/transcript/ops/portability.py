@@ -84,6 +84,7 @@ from convmem.transcript.ops.import_checks import (
     CHUNK,
     PAGE,
     Staged,
+    check_originals_locked,
     check_whole,
     create_staging,
     drop_staging,
@@ -288,6 +289,7 @@ def import_thread(
     st.digest = hasher.hexdigest()
     yield Rewind(source)
     thread = yield from _write(ctx, tenant, source, st, new_ids, limits)
+    yield from check_originals_locked(ctx, tenant)
     yield from drop_staging(ctx)
     return thread
 
