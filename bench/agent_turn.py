@@ -49,6 +49,13 @@ its error, never as a number.
     python bench/agent_turn.py --json     # machine-readable
     python bench/agent_turn.py --smoke    # seconds: 6 turns, 1 run (CI)
     python bench/agent_turn.py --cpu-only # the CPU per turn alone (no servers)
+    python bench/agent_turn.py --warm     # databases already in use (below)
+
+``--warm`` measures a steady state: each row's database first holds 50,000 messages of
+500 other conversations and has statistics. By default every database is new, and
+PostgreSQL caches its generic plans on tables of a few rows, where any index led by
+``tenant`` ties with the primary key (``docs/scaling.md``, "A turn's I/O"); the targets
+are judged on the default.
 """
 
 from __future__ import annotations
@@ -409,8 +416,35 @@ def _drop_redis_prefix(url: str, prefix: str) -> None:
     client.close()
 
 
+#: ``--warm``: other conversations each row's database holds before the run.
+WARM_THREADS, WARM_MESSAGES = 500, 100
+
+
+def _warm_transcript(transcript: Any) -> None:
+    """50,000 messages of 500 other conversations (50 other tenants), then ``ANALYZE``:
+    a database in use, whose plans are made on tables with statistics."""
+    from convmem.transcript import NewMessage
+
+    for i in range(WARM_THREADS):
+        tenant = f"warm-{i % 50}"
+        th = transcript.create_thread(tenant)
+        transcript.append(tenant, th.id, [
+            NewMessage(role="user" if j % 2 == 0 else "assistant", content=f"message {j} of {i}")
+            for j in range(WARM_MESSAGES)])
+
+
+def _analyze(dsn: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+
+
 def build_rows(stack: ExitStack, admin_dsn: str, redis_url: str, domain: Any,
-               errors: dict[str, str]) -> list[Row]:
+               errors: dict[str, str], warm: bool = False) -> list[Row]:
+    """The rows, each on a database of its own; ``warm``: each database first holds
+    other conversations (convmem's record and the floor's log; the checkpointer's
+    tables, read by key, only analysed) and statistics."""
     from langchain_convmem import SessionMemoryMiddleware
 
     rows = [Row("0", agent(), Meter(), None)]
@@ -424,18 +458,26 @@ def build_rows(stack: ExitStack, admin_dsn: str, redis_url: str, domain: Any,
         dsn = stack.enter_context(scratch_database(admin_dsn))
         meter = Meter()
         saver = _postgres_saver(stack, dsn, meter)
+        if warm:
+            _analyze(dsn)
         rows.append(Row("a", agent(checkpointer=saver), meter, _probe(stack, dsn)))
     else:
         errors["a"] = peer_error
     dsn = stack.enter_context(scratch_database(admin_dsn))
     meter = Meter()
     memory = _convmem_memory(stack, dsn, redis_url, meter, domain)
+    if warm:
+        _warm_transcript(memory.transcript)
+        _analyze(dsn)
     rows.append(Row("b", agent([SessionMemoryMiddleware(memory)]), meter, _probe(stack, dsn)))
     if peer_error is None:
         dsn = stack.enter_context(scratch_database(admin_dsn))
         meter = Meter()
         memory = _convmem_memory(stack, dsn, redis_url, meter, domain)
         saver = _postgres_saver(stack, dsn, meter)
+        if warm:
+            _warm_transcript(memory.transcript)
+            _analyze(dsn)
         bounded = SessionMemoryMiddleware(memory, checkpoint="bounded")
         rows.append(Row("c", agent([bounded], checkpointer=saver), meter, _probe(stack, dsn)))
     else:
@@ -443,6 +485,9 @@ def build_rows(stack: ExitStack, admin_dsn: str, redis_url: str, domain: Any,
     dsn = stack.enter_context(scratch_database(admin_dsn))
     meter = Meter()
     memory = _convmem_memory(stack, dsn, redis_url, meter, domain)
+    if warm:
+        _warm_transcript(memory.transcript)
+        _analyze(dsn)
     loop = asyncio.new_event_loop()
     stack.callback(loop.close)
     stack.callback(lambda: loop.run_until_complete(memory.transcript.aclose()))
@@ -453,6 +498,12 @@ def build_rows(stack: ExitStack, admin_dsn: str, redis_url: str, domain: Any,
     meter = Meter()
     log = InsertLog(dsn, meter)
     stack.callback(log.conn.close)
+    if warm:
+        log.conn.execute(
+            "INSERT INTO turn_log (thread_id, role, content) SELECT 'warm-' || (g / %s), "
+            "CASE WHEN g %% 2 = 0 THEN 'user' ELSE 'assistant' END, 'message ' || g "
+            "FROM generate_series(0, %s) AS g", (WARM_MESSAGES, WARM_THREADS * WARM_MESSAGES - 1))
+        _analyze(dsn)
     rows.append(Row("d", agent([log]), meter, _probe(stack, dsn)))
     return rows
 
@@ -464,11 +515,12 @@ def _probe(stack: ExitStack, dsn: str) -> PgProbe:
 
 
 def one_run(turns: int, admin_dsn: str, redis_url: str, domain: Any, errors: dict[str, str],
-            calls: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
+            calls: dict[str, dict[str, Any]], warm: bool = False
+            ) -> dict[str, list[dict[str, float]]]:
     """Every row's per-turn figures for one conversation of ``turns`` turns (``calls``:
     each row's persistence calls on the last turn, by method: count and ms)."""
     with ExitStack() as stack:
-        rows = build_rows(stack, admin_dsn, redis_url, domain, errors)
+        rows = build_rows(stack, admin_dsn, redis_url, domain, errors, warm)
         out: dict[str, list[dict[str, float]]] = {row.key: [] for row in rows}
         for n in range(1, turns + 1):
             for row in rows:
@@ -570,6 +622,9 @@ def middleware_cpu(conversations: int, turns: int, domain: Any) -> dict[str, Any
 def _print(result: dict[str, Any]) -> None:
     marks = result["marks"]
     last = marks[-1]
+    if result.get("warm"):
+        print(f"databases already in use (--warm: {WARM_THREADS * WARM_MESSAGES:,} other "
+              "messages, statistics)\n")
     print(f"{'row':<44}{'turn':>5}{'persist ms':>12}{'bytes':>11}{'rows':>6}"
           f"{'WAL bytes':>11}{'calls':>6}{'waits':>6}{'turn ms':>9}")
     for row in result["rows"].values():
@@ -622,6 +677,9 @@ def main() -> int:
                         help="conversations for the CPU figures (default 6; smoke 1)")
     parser.add_argument("--cpu-only", action="store_true",
                         help="only the CPU per turn with in-memory stores (no servers)")
+    parser.add_argument("--warm", action="store_true",
+                        help="each database first holds 50,000 messages of 500 other "
+                        "conversations, analysed (default: a new database)")
     args = parser.parse_args()
     turns = args.turns or (6 if args.smoke else 50)
     if turns < 6:
@@ -642,10 +700,12 @@ def main() -> int:
     errors: dict[str, str] = {}
     calls: dict[str, dict[str, Any]] = {}
     with redis_server() as redis_url:
-        per_run = [one_run(turns, admin, redis_url, domain, errors, calls) for _ in range(runs)]
+        per_run = [one_run(turns, admin, redis_url, domain, errors, calls, args.warm)
+                   for _ in range(runs)]
     rows = summarise(per_run, marks)
     result = {
-        "turns": turns, "runs": runs, "marks": list(marks), "rows": rows, "errors": errors,
+        "turns": turns, "runs": runs, "warm": args.warm, "marks": list(marks), "rows": rows,
+        "errors": errors,
         "calls_last_turn": calls,
         "targets": targets(rows, turns),
         "cpu": middleware_cpu(cpu_runs, turns, domain),
