@@ -420,7 +420,7 @@ def _drop_redis_prefix(url: str, prefix: str) -> None:
 WARM_THREADS, WARM_MESSAGES = 500, 100
 
 
-def _warm_transcript(transcript: Any) -> None:
+def _warm_transcript(transcript: Any, dsn: str) -> None:
     """50,000 messages of 500 other conversations (50 other tenants), then ``ANALYZE``:
     a database in use, whose plans are made on tables with statistics."""
     from convmem.transcript import NewMessage
@@ -431,6 +431,7 @@ def _warm_transcript(transcript: Any) -> None:
         transcript.append(tenant, th.id, [
             NewMessage(role="user" if j % 2 == 0 else "assistant", content=f"message {j} of {i}")
             for j in range(WARM_MESSAGES)])
+    _analyze(dsn)
 
 
 def _analyze(dsn: str) -> None:
@@ -467,8 +468,7 @@ def build_rows(stack: ExitStack, admin_dsn: str, redis_url: str, domain: Any,
     meter = Meter()
     memory = _convmem_memory(stack, dsn, redis_url, meter, domain)
     if warm:
-        _warm_transcript(memory.transcript)
-        _analyze(dsn)
+        _warm_transcript(memory.transcript, dsn)
     rows.append(Row("b", agent([SessionMemoryMiddleware(memory)]), meter, _probe(stack, dsn)))
     if peer_error is None:
         dsn = stack.enter_context(scratch_database(admin_dsn))
@@ -476,8 +476,7 @@ def build_rows(stack: ExitStack, admin_dsn: str, redis_url: str, domain: Any,
         memory = _convmem_memory(stack, dsn, redis_url, meter, domain)
         saver = _postgres_saver(stack, dsn, meter)
         if warm:
-            _warm_transcript(memory.transcript)
-            _analyze(dsn)
+            _warm_transcript(memory.transcript, dsn)
         bounded = SessionMemoryMiddleware(memory, checkpoint="bounded")
         rows.append(Row("c", agent([bounded], checkpointer=saver), meter, _probe(stack, dsn)))
     else:
@@ -486,8 +485,7 @@ def build_rows(stack: ExitStack, admin_dsn: str, redis_url: str, domain: Any,
     meter = Meter()
     memory = _convmem_memory(stack, dsn, redis_url, meter, domain)
     if warm:
-        _warm_transcript(memory.transcript)
-        _analyze(dsn)
+        _warm_transcript(memory.transcript, dsn)
     loop = asyncio.new_event_loop()
     stack.callback(loop.close)
     stack.callback(lambda: loop.run_until_complete(memory.transcript.aclose()))

@@ -30,6 +30,7 @@ from convmem.transcript.ops.messages import (
     drop_attachment_refs,
     get_message,
     lock_thread,
+    missing_thread,
     read_thread,
 )
 from convmem.transcript.provenance import derived_texts
@@ -171,10 +172,13 @@ def _lock_copies(tenant: str, thread_id: str, message_id: str) -> Op[list[JSONDi
     )
     rows = [dict(r) for r in (yield family).mappings().all()]
     tried: set[str] = set()
+    locked: set[str] = set()
     while (wanted := {r["thread_id"] for r in rows} | {thread_id}) - tried:
-        yield (_LOCK_THREADS, {"l_tenant": tenant, "l_ids": sorted(wanted - tried)})
+        res = yield (_LOCK_THREADS, {"l_tenant": tenant, "l_ids": sorted(wanted - tried)})
+        locked.update(res.scalars().all())
         tried |= wanted
-        yield from lock_thread(tenant, thread_id)  # still there (else ThreadNotFound)
+        if thread_id not in locked:  # deleted since it was read
+            raise missing_thread(tenant, thread_id)
         rows = [dict(r) for r in (yield family).mappings().all()]
     return rows
 
