@@ -291,3 +291,39 @@ def test_an_import_racing_a_redaction_of_its_copies_original_waits_and_is_refuse
         importing.result()
     assert [t.id for t in store.list_threads(tenant)] == [th]
     assert SECRET not in store.export_thread(tenant, th)
+
+
+def test_another_tenants_redaction_of_the_same_id_does_not_refuse_a_copy(api: Api) -> None:
+    """Ids are per tenant: tenant B holds the same conversation (imported, same ids) as
+    tenant A, whose original is redacted; B's fork backup still imports into B, as B's
+    original is intact."""
+    a, b = f"race-{uuid.uuid4().hex[:8]}", f"race-{uuid.uuid4().hex[:8]}"
+    th, asked, fork, _ = _conversation(api.store, a, "fork")
+    api.import_thread(b, api.export_thread(a, th))
+    api.import_thread(b, api.export_thread(a, fork))
+    backup = api.export_thread(b, fork)
+    api.delete_thread(b, fork)
+    api.redact(a, th, asked, actor="dpo", reason="erasure request")
+    api.import_thread(b, backup)
+    assert SECRET in api.export_thread(b, fork)
+    assert SECRET not in api.export_thread(a, fork)
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_a_redaction_of_a_thread_deleted_while_it_waits_raises_thread_not_found(
+    transcript: TranscriptStore, sync: bool
+) -> None:
+    """The deletion holds the thread's lock; the redaction read the thread before it
+    and waits for the lock; the deletion commits: ``ThreadNotFound``, nothing logged."""
+    store = transcript
+    tenant = f"race-{uuid.uuid4().hex[:8]}"
+    th, asked, fork, _ = _conversation(store, tenant, "fork")
+    deletion = _held(store, ops.delete_thread(store._ctx, tenant, th))
+    next(deletion)
+    redacting = _Call(lambda: store.redact(tenant, th, asked, actor="dpo", reason="r") if sync
+                      else asyncio.run(store.aredact(tenant, th, asked, actor="dpo", reason="r")))
+    _waiting_on_a_lock(store, redacting)
+    next(deletion, None)  # commit
+    with pytest.raises(ThreadNotFound):
+        redacting.result()
+    assert SECRET in store.export_thread(tenant, fork)  # the fork's copy is its own
