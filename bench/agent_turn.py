@@ -33,6 +33,15 @@ in progress at once count once). Targets: those ratios <= 1.2 for (b) and (c), (
 and (e)'s persistence time at turn 50 within 3x the INSERT floor's, at most 3 waits
 per turn.
 
+*With a driver call in flight*: the union of the intervals spent inside psycopg's
+cursor ``execute`` and redis-py's ``execute_command`` (and the async pipeline's
+``execute``): the statements and commands on the wire and on the servers, with the
+drivers' own work, none of the client code that builds them or runs between them. With
+``--serial`` convmem's paired calls (``convmem.effects.together``) run one after the
+other, so nothing else runs meanwhile and that time is the calls' own: over the INSERT
+floor, the part of the ratio that only fewer or cheaper statements and commands can
+lower (``docs/scaling.md``, "A turn's I/O").
+
 Then convmem's own CPU per turn, with in-memory stores (``InMemorySessionStateStore``, no
 transcript, no checkpointer): the agent with ``SessionMemoryMiddleware``, with a no-op
 middleware implementing the same hooks (LangGraph's cost of having them), and with no
@@ -50,6 +59,7 @@ its error, never as a number.
     python bench/agent_turn.py --smoke    # seconds: 6 turns, 1 run (CI)
     python bench/agent_turn.py --cpu-only # the CPU per turn alone (no servers)
     python bench/agent_turn.py --warm     # databases already in use (below)
+    python bench/agent_turn.py --serial   # paired calls one after the other (above)
 
 ``--warm`` measures a steady state: each row's database first holds 50,000 messages of
 500 other conversations and has statistics. By default every database is new, and
@@ -96,6 +106,8 @@ FLAT_TARGET = 1.2
 
 #: Inside a metered call (this thread's or asyncio task's context).
 _INSIDE: contextvars.ContextVar[bool] = contextvars.ContextVar("inside_metered", default=False)
+#: The running row's meter of time inside the drivers' own calls (``install_wire_meter``).
+_WIRE: contextvars.ContextVar[Meter | None] = contextvars.ContextVar("wire_meter", default=None)
 FLOOR_TARGET = 3.0
 WAITS_TARGET = 3
 CPU_TARGET_MS = 0.5
@@ -154,6 +166,21 @@ class Meter:
             self._active -= 1
             if not self._active:
                 self.ns += time.perf_counter_ns() - self._since
+
+    def around(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` counted in the union of intervals, not by method."""
+        self._enter("")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._leave("", False, 0)
+
+    async def aaround(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        self._enter("")
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            self._leave("", False, 0)
 
     def timed(self, fn: Callable[..., Any], name: str = "") -> Callable[..., Any]:
         label = name or getattr(fn, "__qualname__", repr(fn))
@@ -215,6 +242,64 @@ class Meter:
 
         store.save, store.asave = save, asave
         return store
+
+
+def _wire_metered(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` counted by the running row's wire meter, if any (a module-wide patch)."""
+    if inspect.iscoroutinefunction(fn):
+
+        async def acall(*args: Any, **kwargs: Any) -> Any:
+            meter = _WIRE.get()
+            if meter is None:
+                return await fn(*args, **kwargs)
+            return await meter.aaround(fn, args, kwargs)
+
+        return acall
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        meter = _WIRE.get()
+        return fn(*args, **kwargs) if meter is None else meter.around(fn, args, kwargs)
+
+    return call
+
+
+def install_wire_meter() -> None:
+    """Time inside the drivers' own calls: psycopg's cursor ``execute``/``executemany``
+    (every statement, SQLAlchemy's too) and redis-py's ``execute_command`` and the async
+    pipeline's ``execute`` (convmem's auto-pipelined commands). That is the statements'
+    and commands' wire, server and the drivers' own work, without the client code that
+    builds them or waits between them: what no client-side change can take off a turn."""
+    import psycopg
+    import redis
+    import redis.asyncio
+    import redis.asyncio.client
+
+    for owner, names in ((psycopg.Cursor, ("execute", "executemany")),
+                         (psycopg.AsyncCursor, ("execute", "executemany")),
+                         (redis.Redis, ("execute_command",)),
+                         (redis.asyncio.Redis, ("execute_command",)),
+                         (redis.asyncio.client.Pipeline, ("execute",))):
+        for name in names:
+            original = owner.__dict__.get(name) or getattr(owner, name)
+            if not getattr(original, "_wire_metered", False):
+                patched = _wire_metered(original)
+                patched._wire_metered = True  # type: ignore[attr-defined]
+                setattr(owner, name, patched)
+
+
+def serialise_together() -> None:
+    """``convmem.effects.together`` made to run its calls in turn, on the calling thread
+    or task (``--serial``): then nothing else runs while a driver call is in flight, and
+    the time inside them is the statements' and commands' own."""
+    from convmem import effects
+
+    def run_all(*calls: Any) -> tuple[Any, ...]:
+        return tuple(effects._outcome(c) for c in calls)
+
+    async def arun_all(*calls: Any) -> tuple[Any, ...]:
+        return tuple([await effects._aoutcome(c) for c in calls])
+
+    effects._run_all, effects._arun_all = run_all, arun_all
 
 
 class PgProbe:
@@ -352,6 +437,7 @@ class Row:
         self.loop = loop  # given: the turn is ``ainvoke`` on this loop
         self.graph = graph
         self.meter = meter
+        self.wire = Meter()  # time inside the drivers' calls (``install_wire_meter``)
         self.probe = probe
         self.config = {"configurable": {"thread_id": f"bench-{uuid.uuid4().hex[:8]}"}}
         self.calls: dict[str, int] = {}  # the last turn's persistence calls, by method
@@ -361,19 +447,25 @@ class Row:
         if self.probe is not None:
             self.probe.start()
         self.meter.reset()
+        self.wire.reset()
+        token = _WIRE.set(self.wire)
         t0 = time.perf_counter_ns()
-        if self.loop is None:
-            out = self.graph.invoke(question(n), self.config)
-        else:
-            out = self.loop.run_until_complete(self.graph.ainvoke(question(n), self.config))
-        wall = time.perf_counter_ns() - t0
+        try:
+            if self.loop is None:
+                out = self.graph.invoke(question(n), self.config)
+            else:
+                out = self.loop.run_until_complete(self.graph.ainvoke(question(n), self.config))
+        finally:
+            wall = time.perf_counter_ns() - t0
+            _WIRE.reset(token)
         if not out["messages"][-1].text:
             raise RuntimeError(f"row {self.key}: turn {n} ended without an answer")
         persist_ns = self.meter.ns
         rows, size, wal = self.probe.finish() if self.probe is not None else (0, 0, 0)
         self.calls = dict(self.meter.calls)
         self.call_ms = {k: round(v / 1e6, 3) for k, v in self.meter.call_ns.items()}
-        return {"persist_ms": persist_ns / 1e6, "turn_ms": wall / 1e6,
+        return {"persist_ms": persist_ns / 1e6, "wire_ms": self.wire.ns / 1e6,
+                "turn_ms": wall / 1e6,
                 "rows": rows + self.meter.redis_rows, "bytes": size + self.meter.redis_bytes,
                 "wal_bytes": wal, "calls": sum(self.calls.values()), "waits": self.meter.waits}
 
@@ -530,7 +622,7 @@ def one_run(turns: int, admin_dsn: str, redis_url: str, domain: Any, errors: dic
 
 # --------------------------------------------------------------------------- summary
 
-FIELDS = ("persist_ms", "bytes", "rows", "wal_bytes", "calls", "waits", "turn_ms")
+FIELDS = ("persist_ms", "wire_ms", "bytes", "rows", "wal_bytes", "calls", "waits", "turn_ms")
 
 
 def summarise(runs: list[dict[str, list[dict[str, float]]]], marks: tuple[int, ...]
@@ -561,6 +653,21 @@ def summarise(runs: list[dict[str, list[dict[str, float]]]], marks: tuple[int, .
         out[key] = {"name": ROWS[key], "turns": per_mark, **ratios,
                     "bytes_whole_conversation": int(total)}
     return out
+
+
+def wire_share(rows: dict[str, Any], last: int) -> dict[str, Any]:
+    """Per row at turn ``last``: the time inside the drivers' own calls, and that over the
+    INSERT floor's persistence time. Not a target: the part of the ratio that only
+    fewer or cheaper statements and commands can lower. (a) is left out: its pipeline's
+    waits are not inside a metered call."""
+    d = rows["d"]["turns"][str(last)]["persist_ms"]
+    found: dict[str, Any] = {}
+    for key in ("b", "e", "c", "d"):
+        if key in rows:
+            mine = rows[key]["turns"][str(last)]
+            found[key] = {"wire_ms": mine["wire_ms"], "persist_ms": mine["persist_ms"],
+                          "wire_over_insert_floor": round(mine["wire_ms"] / d, 3)}
+    return found
 
 
 def targets(rows: dict[str, Any], last: int) -> dict[str, Any]:
@@ -620,6 +727,8 @@ def middleware_cpu(conversations: int, turns: int, domain: Any) -> dict[str, Any
 def _print(result: dict[str, Any]) -> None:
     marks = result["marks"]
     last = marks[-1]
+    if result.get("serial"):
+        print("convmem's paired calls one after the other (--serial)\n")
     if result.get("warm"):
         print(f"databases already in use (--warm: {WARM_THREADS * WARM_MESSAGES:,} other "
               "messages, statistics)\n")
@@ -649,6 +758,14 @@ def _print(result: dict[str, Any]) -> None:
         listed = ", ".join(f"{name.rsplit('.', 1)[-1]} {c['n']} ({c['ms']:.2f})"
                            for name, c in sorted(found.items()))
         print(f"  {ROWS[key]:<44} {listed or '-'}")
+    print(f"\nwith a driver call in flight at turn {last} (psycopg's execute, redis-py's "
+          "command or pipeline; the union), of the persistence time, and over the INSERT "
+          "floor" + (": convmem's paired calls one after the other (--serial), so this is "
+                     "the statements' and commands' own time" if result.get("serial") else
+                     ": with calls overlapped, client code running meanwhile counts too"))
+    for key, w in result["wire"].items():
+        print(f"  {ROWS[key]:<44} {w['wire_ms']:.3f} of {w['persist_ms']:.3f} ms: "
+              f"{w['wire_over_insert_floor']:.2f}x")
     print("\ntargets")
     for name, t in result["targets"].items():
         print(f"  {name:<28} {t['ratio']} (target <= {t['target']}): "
@@ -675,6 +792,9 @@ def main() -> int:
                         help="conversations for the CPU figures (default 6; smoke 1)")
     parser.add_argument("--cpu-only", action="store_true",
                         help="only the CPU per turn with in-memory stores (no servers)")
+    parser.add_argument("--serial", action="store_true",
+                        help="convmem's paired calls made one after the other (no helper "
+                        "thread, no gather): the time inside the drivers' calls is theirs alone")
     parser.add_argument("--warm", action="store_true",
                         help="each database first holds 50,000 messages of 500 other "
                         "conversations, analysed (default: a new database)")
@@ -697,15 +817,19 @@ def main() -> int:
         return 0
     errors: dict[str, str] = {}
     calls: dict[str, dict[str, Any]] = {}
+    install_wire_meter()
+    if args.serial:
+        serialise_together()
     with redis_server() as redis_url:
         per_run = [one_run(turns, admin, redis_url, domain, errors, calls, args.warm)
                    for _ in range(runs)]
     rows = summarise(per_run, marks)
     result = {
-        "turns": turns, "runs": runs, "warm": args.warm, "marks": list(marks), "rows": rows,
+        "turns": turns, "runs": runs, "warm": args.warm, "serial": args.serial, "marks": list(marks), "rows": rows,
         "errors": errors,
         "calls_last_turn": calls,
         "targets": targets(rows, turns),
+        "wire": wire_share(rows, turns),
         "cpu": middleware_cpu(cpu_runs, turns, domain),
     }
     if args.json:
