@@ -102,6 +102,8 @@ ROWS = {
     "d": "(d) plain INSERT of the turn's 2 messages",
     "e": "(e) convmem as (b), async (ainvoke)",
 }
+#: The rows whose driver calls are reported ((a)'s pipeline waits outside a metered call).
+WIRE_ROWS = ("b", "e", "c", "d")
 FLAT_TARGET = 1.2
 
 #: Inside a metered call (this thread's or asyncio task's context).
@@ -167,20 +169,31 @@ class Meter:
             if not self._active:
                 self.ns += time.perf_counter_ns() - self._since
 
-    def around(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-        """``fn(*args, **kwargs)`` counted in the union of intervals, not by method."""
+    def around(self, fn: Callable[..., Any], args: Any, kwargs: Any, label: str) -> Any:
+        """``fn(*args, **kwargs)`` in the union of intervals, and its own time by ``label``
+        (whether or not inside another metered call: a driver call under convmem's)."""
         self._enter("")
+        started = time.perf_counter_ns()
         try:
             return fn(*args, **kwargs)
         finally:
+            self._by_label(label, started)
             self._leave("", False, 0)
 
-    async def aaround(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    async def aaround(self, fn: Callable[..., Any], args: Any, kwargs: Any, label: str) -> Any:
         self._enter("")
+        started = time.perf_counter_ns()
         try:
             return await fn(*args, **kwargs)
         finally:
+            self._by_label(label, started)
             self._leave("", False, 0)
+
+    def _by_label(self, label: str, started: int) -> None:
+        spent = time.perf_counter_ns() - started
+        with self._lock:
+            self.calls[label] = self.calls.get(label, 0) + 1
+            self.call_ns[label] = self.call_ns.get(label, 0) + spent
 
     def timed(self, fn: Callable[..., Any], name: str = "") -> Callable[..., Any]:
         label = name or getattr(fn, "__qualname__", repr(fn))
@@ -244,6 +257,23 @@ class Meter:
         return store
 
 
+def _wire_label(args: tuple[Any, ...]) -> str:
+    """What a driver call was: the commit point or the floor's INSERT by its SQL, else
+    the statement's first words; a Redis command by name (a pipeline as one)."""
+    what = args[1] if len(args) > 1 else None
+    if isinstance(what, (str, bytes)) and len(what) > 16:  # SQL (a command name is short)
+        sql = what.decode() if isinstance(what, bytes) else what
+        for marker, label in (("INSERT INTO convmem_turns", "commit point 1"),
+                              ("UPDATE convmem_turns", "commit point 2"),
+                              ("INSERT INTO turn_log", "INSERT (floor)")):
+            if marker in sql:
+                return label
+        return " ".join(sql.split()[:3])[:40]
+    if what is None:
+        return "pipeline"
+    return what.decode() if isinstance(what, bytes) else str(what)
+
+
 def _wire_metered(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` counted by the running row's wire meter, if any (a module-wide patch)."""
     if inspect.iscoroutinefunction(fn):
@@ -252,13 +282,15 @@ def _wire_metered(fn: Callable[..., Any]) -> Callable[..., Any]:
             meter = _WIRE.get()
             if meter is None:
                 return await fn(*args, **kwargs)
-            return await meter.aaround(fn, args, kwargs)
+            return await meter.aaround(fn, args, kwargs, _wire_label(args))
 
         return acall
 
     def call(*args: Any, **kwargs: Any) -> Any:
         meter = _WIRE.get()
-        return fn(*args, **kwargs) if meter is None else meter.around(fn, args, kwargs)
+        if meter is None:
+            return fn(*args, **kwargs)
+        return meter.around(fn, args, kwargs, _wire_label(args))
 
     return call
 
@@ -442,6 +474,7 @@ class Row:
         self.config = {"configurable": {"thread_id": f"bench-{uuid.uuid4().hex[:8]}"}}
         self.calls: dict[str, int] = {}  # the last turn's persistence calls, by method
         self.call_ms: dict[str, float] = {}  # and their time
+        self.wire_calls: dict[str, dict[str, Any]] = {}  # its driver calls: count and ms
 
     def turn(self, n: int) -> dict[str, float]:
         if self.probe is not None:
@@ -464,6 +497,8 @@ class Row:
         rows, size, wal = self.probe.finish() if self.probe is not None else (0, 0, 0)
         self.calls = dict(self.meter.calls)
         self.call_ms = {k: round(v / 1e6, 3) for k, v in self.meter.call_ns.items()}
+        self.wire_calls = {k: {"n": n, "ms": round(self.wire.call_ns[k] / 1e6, 3)}
+                           for k, n in self.wire.calls.items()}
         return {"persist_ms": persist_ns / 1e6, "wire_ms": self.wire.ns / 1e6,
                 "turn_ms": wall / 1e6,
                 "rows": rows + self.meter.redis_rows, "bytes": size + self.meter.redis_bytes,
@@ -605,10 +640,11 @@ def _probe(stack: ExitStack, dsn: str) -> PgProbe:
 
 
 def one_run(turns: int, admin_dsn: str, redis_url: str, domain: Any, errors: dict[str, str],
-            calls: dict[str, dict[str, Any]], warm: bool = False
-            ) -> dict[str, list[dict[str, float]]]:
+            calls: dict[str, dict[str, Any]], wire_calls: dict[str, dict[str, Any]],
+            warm: bool = False) -> dict[str, list[dict[str, float]]]:
     """Every row's per-turn figures for one conversation of ``turns`` turns (``calls``:
-    each row's persistence calls on the last turn, by method: count and ms)."""
+    each row's persistence calls on the last turn, by method: count and ms;
+    ``wire_calls``: its driver calls, by statement or command)."""
     with ExitStack() as stack:
         rows = build_rows(stack, admin_dsn, redis_url, domain, errors, warm)
         out: dict[str, list[dict[str, float]]] = {row.key: [] for row in rows}
@@ -617,6 +653,7 @@ def one_run(turns: int, admin_dsn: str, redis_url: str, domain: Any, errors: dic
                 out[row.key].append(row.turn(n))
         calls.update({row.key: {name: {"n": n, "ms": row.call_ms.get(name, 0.0)}
                                 for name, n in row.calls.items()} for row in rows})
+        wire_calls.update({row.key: row.wire_calls for row in rows if row.key in WIRE_ROWS})
         return out
 
 
@@ -662,7 +699,7 @@ def wire_share(rows: dict[str, Any], last: int) -> dict[str, Any]:
     waits are not inside a metered call."""
     d = rows["d"]["turns"][str(last)]["persist_ms"]
     found: dict[str, Any] = {}
-    for key in ("b", "e", "c", "d"):
+    for key in WIRE_ROWS:
         if key in rows:
             mine = rows[key]["turns"][str(last)]
             found[key] = {"wire_ms": mine["wire_ms"], "persist_ms": mine["persist_ms"],
@@ -766,6 +803,10 @@ def _print(result: dict[str, Any]) -> None:
     for key, w in result["wire"].items():
         print(f"  {ROWS[key]:<44} {w['wire_ms']:.3f} of {w['persist_ms']:.3f} ms: "
               f"{w['wire_over_insert_floor']:.2f}x")
+    print("  on the last turn, each call's own time (count, ms, of the last run):")
+    for key, found in result["wire_calls_last_turn"].items():
+        listed = ", ".join(f"{name} {c['n']} ({c['ms']:.2f})" for name, c in sorted(found.items()))
+        print(f"    {ROWS[key]:<42} {listed or '-'}")
     print("\ntargets")
     for name, t in result["targets"].items():
         print(f"  {name:<28} {t['ratio']} (target <= {t['target']}): "
@@ -817,11 +858,13 @@ def main() -> int:
         return 0
     errors: dict[str, str] = {}
     calls: dict[str, dict[str, Any]] = {}
+    wire_calls: dict[str, dict[str, Any]] = {}
     install_wire_meter()
     if args.serial:
         serialise_together()
     with redis_server() as redis_url:
-        per_run = [one_run(turns, admin, redis_url, domain, errors, calls, args.warm)
+        per_run = [one_run(turns, admin, redis_url, domain, errors, calls, wire_calls,
+                           args.warm)
                    for _ in range(runs)]
     rows = summarise(per_run, marks)
     result = {
@@ -830,6 +873,7 @@ def main() -> int:
         "calls_last_turn": calls,
         "targets": targets(rows, turns),
         "wire": wire_share(rows, turns),
+        "wire_calls_last_turn": wire_calls,
         "cpu": middleware_cpu(cpu_runs, turns, domain),
     }
     if args.json:
