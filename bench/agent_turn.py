@@ -807,7 +807,8 @@ def _print(result: dict[str, Any]) -> None:
     for key, found in result["wire_calls_last_turn"].items():
         listed = ", ".join(f"{name} {c['n']} ({c['ms']:.2f})" for name, c in sorted(found.items()))
         print(f"    {ROWS[key]:<42} {listed or '-'}")
-    print("\ntargets")
+    print("\ntargets" + (" (judged without --serial: here the paired calls wait in turn)"
+                          if result.get("serial") else ""))
     for name, t in result["targets"].items():
         print(f"  {name:<28} {t['ratio']} (target <= {t['target']}): "
               f"{'met' if t['met'] else 'NOT MET'}")
